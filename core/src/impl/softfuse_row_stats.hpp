@@ -1,0 +1,80 @@
+#ifndef SOFTFUSE_IMPL_ROW_STATS_HPP
+#define SOFTFUSE_IMPL_ROW_STATS_HPP
+
+// The one-pass softmax statistics of a row: its maximum m and the sum s of exp(x - m), updated
+// online (rescaling s whenever m grows) so the row is read once for both. The sum is kept in double
+// even for float rows: a float sum over millions of columns would drift past 1e-5.
+//
+// Semantics (those of the reference framework): a NaN element makes s NaN; a +inf element makes
+// m = +inf; a row of -inf keeps s = 0. normalize() turns the last two into NaN rows as well.
+
+#include "softfuse_math.hpp"
+
+namespace softfuse {
+namespace Impl {
+
+template <class T>
+struct RowStats {
+  T max;
+  double sum;
+
+  KOKKOS_INLINE_FUNCTION static RowStats identity() { return {-Infinity<T>::value, 0.0}; }
+
+  KOKKOS_INLINE_FUNCTION void push(const T x) {
+    if (x > max) {
+      // max == -inf gives exp(-inf) = 0 here: no special case needed.
+      sum = sum * static_cast<double>(Impl::exp(max - x)) + 1.0;
+      max = x;
+    } else if (x != -Infinity<T>::value) {  // -inf contributes 0 (and -inf - -inf would be NaN)
+      sum += static_cast<double>(Impl::exp(x - max));
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION static RowStats combine(const RowStats& a, const RowStats& b) {
+    const T m = a.max > b.max ? a.max : b.max;
+    // Equal maxima (including two -inf identities) scale by exactly 1, never by exp(-inf - -inf).
+    const double sa = a.max == m ? a.sum : a.sum * static_cast<double>(Impl::exp(a.max - m));
+    const double sb = b.max == m ? b.sum : b.sum * static_cast<double>(Impl::exp(b.max - m));
+    return {m, sa + sb};
+  }
+
+  /// 1/s, or NaN where the framework's semantics give a NaN row (+inf present, all -inf, NaN).
+  KOKKOS_INLINE_FUNCTION T inverse_sum() const {
+    if (max == Infinity<T>::value || sum == 0.0) return Infinity<T>::value - Infinity<T>::value;
+    return static_cast<T>(1.0 / sum);
+  }
+};
+
+/// Kokkos reducer over RowStats, for nested (team / vector) parallel_reduce.
+template <class T, class Space = Kokkos::HostSpace>
+struct RowStatsReducer {
+  using reducer = RowStatsReducer;
+  using value_type = RowStats<T>;
+  using result_view_type = Kokkos::View<value_type, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+  value_type& value;
+
+  KOKKOS_INLINE_FUNCTION explicit RowStatsReducer(value_type& v) : value(v) {}
+
+  KOKKOS_INLINE_FUNCTION void join(value_type& dst, const value_type& src) const {
+    dst = value_type::combine(dst, src);
+  }
+#if KOKKOS_VERSION < 40000
+  // Kokkos 3.x joins through volatile references; 4.x deprecates that form.
+  KOKKOS_INLINE_FUNCTION void join(volatile value_type& dst, const volatile value_type& src) const {
+    const value_type a{dst.max, dst.sum}, b{src.max, src.sum};
+    const value_type r = value_type::combine(a, b);
+    dst.max = r.max;
+    dst.sum = r.sum;
+  }
+#endif
+  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = value_type::identity(); }
+  KOKKOS_INLINE_FUNCTION value_type& reference() const { return value; }
+  KOKKOS_INLINE_FUNCTION result_view_type view() const { return result_view_type(&value); }
+  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
+};
+
+}  // namespace Impl
+}  // namespace softfuse
+
+#endif

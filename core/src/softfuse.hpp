@@ -1,0 +1,11 @@
+#ifndef SOFTFUSE_HPP
+#define SOFTFUSE_HPP
+
+/// \file
+/// Everything softfuse offers.
+
+#include "softfuse_implementation.hpp"
+#include "softfuse_softmax.hpp"
+#include "softfuse_team_softmax.hpp"
+
+#endif

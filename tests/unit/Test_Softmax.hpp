@@ -1,0 +1,348 @@
+// softfuse::softmax against the double-precision reference, written once for every backend:
+// include after a backends/Test_<Backend>.hpp that defines TestExecSpace and TestCategory.
+
+#include <Kokkos_Core.hpp>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include <softfuse_softmax.hpp>
+
+#include "softfuse_reference.hpp"
+
+namespace Test {
+
+using memory_space = typename TestExecSpace::memory_space;
+
+template <class T>
+struct Tolerance;
+template <>
+struct Tolerance<float> {
+  static constexpr double rel = 1e-5;  // per element, where the reference is >= 1e-30
+  static constexpr double sum = 1e-5;  // |row sum - 1|
+};
+template <>
+struct Tolerance<double> {
+  static constexpr double rel = 1e-10;
+  static constexpr double sum = 1e-10;
+};
+
+// A rows x cols matrix living inside a larger 1-D allocation, seen through a View of `Layout`.
+// LayoutStride gets padded rows and a column stride of 2, so every layout has bytes that must stay.
+template <class T, class Layout>
+struct Matrix {
+  std::size_t rows, cols, s0, s1;
+  Kokkos::View<T*, memory_space> base;
+
+  Matrix(std::size_t r, std::size_t c) : rows(r), cols(c) {
+    if (std::is_same<Layout, Kokkos::LayoutRight>::value) {
+      s0 = c, s1 = 1;
+    } else if (std::is_same<Layout, Kokkos::LayoutLeft>::value) {
+      s0 = 1, s1 = r;
+    } else {
+      s0 = 2 * c + 1, s1 = 2;
+    }
+    const std::size_t span = r == 0 || c == 0 ? 1 : (r - 1) * s0 + (c - 1) * s1 + 1;
+    base = Kokkos::View<T*, memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "base"), span + 1);
+  }
+  std::size_t offset(std::size_t i, std::size_t j) const { return i * s0 + j * s1; }
+
+  Kokkos::View<T**, Layout, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> view() const {
+    using V = Kokkos::View<T**, Layout, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    if constexpr (std::is_same<Layout, Kokkos::LayoutStride>::value) {
+      return V(base.data(), Kokkos::LayoutStride(rows, s0, cols, s1));
+    } else {
+      return V(base.data(), rows, cols);
+    }
+  }
+
+  // Host image of the allocation: `fill` everywhere, values (row-major rows x cols) at the matrix.
+  std::vector<T> image(const std::vector<T>& values, T fill) const {
+    std::vector<T> img(base.extent(0), fill);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) img[offset(i, j)] = values[i * cols + j];
+    return img;
+  }
+  void upload(const std::vector<T>& img) const {
+    auto h = Kokkos::create_mirror_view(base);
+    for (std::size_t k = 0; k < img.size(); ++k) h(k) = img[k];
+    Kokkos::deep_copy(base, h);
+  }
+  std::vector<T> download() const {
+    auto h = Kokkos::create_mirror_view(base);
+    Kokkos::deep_copy(h, base);
+    return std::vector<T>(h.data(), h.data() + h.extent(0));
+  }
+};
+
+template <class T>
+std::vector<T> random_values(std::size_t n, double lo, double hi, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<T> v(n);
+  for (auto& e : v) e = static_cast<T>(dist(gen));
+  return v;
+}
+
+// Compares y (row-major rows x cols) with the double reference of x; counts failures per kind.
+template <class T>
+void expect_matches_reference(const std::vector<T>& x, const std::vector<T>& y, std::size_t rows, std::size_t cols,
+                              const std::string& what) {
+  std::vector<double> xd(cols), ref(cols);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < cols; ++j) xd[j] = x[i * cols + j];
+    softfuse_test::reference_softmax_row(xd.data(), ref.data(), cols);
+    double sum = 0;
+    const bool nan_row = cols > 0 && std::isnan(ref[0]);
+    for (std::size_t j = 0; j < cols; ++j) {
+      const double v = y[i * cols + j], r = ref[j];
+      sum += v;
+      const bool ok = nan_row ? std::isnan(v)
+                              : (std::abs(v - r) <= Tolerance<T>::rel * r + (r >= 1e-30 ? 0.0 : 1e-37));
+      if (!ok && bad++ < 5)
+        ADD_FAILURE() << what << ": y(" << i << ", " << j << ") = " << v << ", reference " << r
+                      << ", relative error " << std::abs(v - r) / r;
+    }
+    if (!nan_row && cols > 0 && !(std::abs(sum - 1.0) <= Tolerance<T>::sum) && bad++ < 5)
+      ADD_FAILURE() << what << ": row " << i << " sums to " << sum;
+  }
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+// Runs softmax on `values` (rows x cols, row-major) through Views of Layout, out of place or in
+// place, and checks every element against the reference and every byte outside the matrix.
+template <class T, class Layout>
+void run_case(std::size_t rows, std::size_t cols, const std::vector<T>& values, bool in_place,
+              softfuse::Implementation impl = softfuse::Implementation::automatic) {
+  const std::string what = std::string(in_place ? "in place " : "") + std::to_string(rows) + "x" +
+                           std::to_string(cols) + " " + typeid(Layout).name() + " " + typeid(T).name();
+  const T sentinel = static_cast<T>(-777.0);  // never a softmax output
+  Matrix<T, Layout> x(rows, cols), y(rows, cols);
+  const auto x_image = x.image(values, sentinel);
+  x.upload(x_image);
+  y.upload(y.image(std::vector<T>(rows * cols, sentinel), sentinel));
+  TestExecSpace space;
+  if (in_place)
+    softfuse::softmax(space, x.view(), x.view(), impl);
+  else
+    softfuse::softmax(space, x.view(), y.view(), impl);
+  space.fence();
+
+  const auto out_image = (in_place ? x : y).download();
+  std::vector<T> out(rows * cols);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) out[i * cols + j] = out_image[(in_place ? x : y).offset(i, j)];
+  expect_matches_reference(values, out, rows, cols, what);
+
+  // Nothing outside the matrix was touched, and an out-of-place input is unchanged.
+  std::vector<T> expected_out = (in_place ? x : y).image(out, sentinel);
+  std::size_t stray = 0;
+  for (std::size_t k = 0; k < out_image.size(); ++k)
+    if (!(out_image[k] == expected_out[k] || (std::isnan(out_image[k]) && std::isnan(expected_out[k])))) ++stray;
+  EXPECT_EQ(stray, 0u) << what << ": elements outside the matrix changed";
+  if (!in_place) {
+    const auto x_after = x.download();
+    std::size_t changed = 0;
+    for (std::size_t k = 0; k < x_after.size(); ++k)
+      if (!(x_after[k] == x_image[k] || (std::isnan(x_after[k]) && std::isnan(x_image[k])))) ++changed;
+    EXPECT_EQ(changed, 0u) << what << ": the input changed";
+  }
+}
+
+template <class T, class Layout>
+void run_shapes_and_ranges() {
+  const std::size_t shapes[][2] = {{1, 1},   {1, 2},    {3, 7},    {17, 31},  {32, 32}, {5, 33},
+                                   {9, 1000}, {4, 1023}, {4, 1024}, {3, 1025}, {1000, 3}, {2, 8191},
+                                   {2, 12289}, {2, 65537}};
+  const double ranges[][2] = {{0.0, 1.0}, {-10.0, 10.0}, {-1000.0, 1000.0}, {-1e30, 1e30}};
+  std::uint64_t seed = 1;
+  for (const auto& s : shapes)
+    for (const auto& r : ranges)
+      for (bool in_place : {false, true})
+        run_case<T, Layout>(s[0], s[1], random_values<T>(s[0] * s[1], r[0], r[1], seed++), in_place);
+}
+
+TEST_F(TestCategory, softmax_layout_right_float) { run_shapes_and_ranges<float, Kokkos::LayoutRight>(); }
+TEST_F(TestCategory, softmax_layout_right_double) { run_shapes_and_ranges<double, Kokkos::LayoutRight>(); }
+TEST_F(TestCategory, softmax_layout_left_float) { run_shapes_and_ranges<float, Kokkos::LayoutLeft>(); }
+TEST_F(TestCategory, softmax_layout_left_double) { run_shapes_and_ranges<double, Kokkos::LayoutLeft>(); }
+TEST_F(TestCategory, softmax_layout_stride_float) { run_shapes_and_ranges<float, Kokkos::LayoutStride>(); }
+TEST_F(TestCategory, softmax_layout_stride_double) { run_shapes_and_ranges<double, Kokkos::LayoutStride>(); }
+
+// Rows of a million columns and more, where a float sum would drift.
+template <class T>
+void run_long_rows() {
+  for (std::size_t cols : {std::size_t(1) << 20, std::size_t(1048577), std::size_t(1500007)}) {
+    run_case<T, Kokkos::LayoutRight>(3, cols, random_values<T>(3 * cols, 0.0, 1.0, cols), false);
+    run_case<T, Kokkos::LayoutRight>(1, cols, random_values<T>(cols, -30.0, 30.0, cols + 1), true);
+  }
+}
+TEST_F(TestCategory, softmax_long_rows_float) { run_long_rows<float>(); }
+TEST_F(TestCategory, softmax_long_rows_double) { run_long_rows<double>(); }
+
+// NaN, +inf and -inf rows follow the reference framework; huge values do not overflow.
+template <class T>
+void run_special_values() {
+  const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+  for (std::size_t cols : {std::size_t(1), std::size_t(2), std::size_t(33), std::size_t(1000), std::size_t(70001)}) {
+    const std::size_t rows = 10;
+    auto v = random_values<T>(rows * cols, -5.0, 5.0, 7 * cols);
+    auto row = [&](std::size_t i) { return v.begin() + i * cols; };
+    const std::size_t mid = cols / 2;
+    row(0)[mid] = nan;                                    // NaN anywhere -> NaN row
+    row(1)[mid] = inf;                                    // +inf -> NaN row
+    std::fill(row(2), row(3), -inf);                      // all -inf -> NaN row
+    row(3)[0] = -inf;                                     // some -inf -> zeros there
+    if (cols > 1) row(3)[cols - 1] = -inf;
+    row(4)[0] = -inf, row(4)[mid] = inf;                  // both -> NaN row
+    for (std::size_t j = 0; j < cols; ++j) row(5)[j] = static_cast<T>(j % 2 ? 1e30 : -1e30);  // no overflow
+    std::fill(row(6), row(7), static_cast<T>(1e30));      // all equal and huge -> uniform
+    std::fill(row(7), row(8), static_cast<T>(-1e30));
+    row(8)[mid] = -std::numeric_limits<T>::max();         // the lowest finite value
+    row(9)[cols - 1] = nan, row(9)[0] = inf;
+    for (bool in_place : {false, true}) {
+      run_case<T, Kokkos::LayoutRight>(rows, cols, v, in_place);
+      run_case<T, Kokkos::LayoutStride>(rows, cols, v, in_place);
+    }
+  }
+}
+TEST_F(TestCategory, softmax_special_values_float) { run_special_values<float>(); }
+TEST_F(TestCategory, softmax_special_values_double) { run_special_values<double>(); }
+
+TEST_F(TestCategory, softmax_empty) {
+  run_case<float, Kokkos::LayoutRight>(0, 5, {}, false);
+  run_case<float, Kokkos::LayoutRight>(0, 0, {}, false);
+  run_case<double, Kokkos::LayoutLeft>(4, 0, {}, true);
+}
+
+// Managed Views and the overload without an execution space.
+TEST_F(TestCategory, softmax_managed_views_default_space) {
+  const std::size_t rows = 37, cols = 129;
+  const auto v = random_values<float>(rows * cols, -3.0, 3.0, 99);
+  Kokkos::View<float**, Kokkos::LayoutRight, memory_space> x("x", rows, cols), y("y", rows, cols);
+  auto h = Kokkos::create_mirror_view(x);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) h(i, j) = v[i * cols + j];
+  Kokkos::deep_copy(x, h);
+  softfuse::softmax(x, y);
+  Kokkos::deep_copy(h, y);  // fences
+  std::vector<float> out(rows * cols);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) out[i * cols + j] = h(i, j);
+  expect_matches_reference(v, out, rows, cols, "managed");
+}
+
+// Both implementations where the backend has a specialization; the portable one everywhere.
+TEST_F(TestCategory, softmax_portable_forced) {
+  for (std::size_t cols : {std::size_t(1), std::size_t(100), std::size_t(4096), std::size_t(100000)})
+    run_case<float, Kokkos::LayoutRight>(5, cols, random_values<float>(5 * cols, -8.0, 8.0, cols), false,
+                                         softfuse::Implementation::portable);
+}
+
+TEST_F(TestCategory, softmax_mismatched_extents_throw) {
+  Kokkos::View<float**, memory_space> x("x", 3, 4), y("y", 3, 5), z("z", 2, 4);
+  try {
+    softfuse::softmax(TestExecSpace(), x, y);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("softfuse::softmax"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 x 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 x 5"), std::string::npos) << m;
+  }
+  EXPECT_THROW(softfuse::softmax(x, z), std::invalid_argument);
+}
+
+TEST_F(TestCategory, softmax_specialized_unavailable_throws) {
+  // A column stride of 2 is never handled by a specialization.
+  Matrix<float, Kokkos::LayoutStride> x(4, 8);
+  try {
+    softfuse::softmax(TestExecSpace(), x.view(), x.view(), softfuse::Implementation::specialized);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("softfuse::softmax"), std::string::npos) << e.what();
+  }
+}
+
+// More than 2^31 elements: 64-bit offsets. The input is periodic along each row with a prime
+// period, so the reference row maximum and sum follow exactly from one period; it is generated and
+// checked on the device, so only one 8.6 GB View is needed.
+KOKKOS_INLINE_FUNCTION double device_exp(double v) {
+#if KOKKOS_VERSION >= 30700
+  return Kokkos::exp(v);
+#else
+  return Kokkos::Experimental::exp(v);
+#endif
+}
+
+struct PeriodicPattern {
+  static constexpr std::int64_t period = 65521;
+  KOKKOS_INLINE_FUNCTION static float value(std::int64_t i, std::int64_t j) {
+    std::uint64_t z = static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(j % period);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 8.0 - 4.0);
+  }
+};
+
+// Device lambdas may not live in gtest's private TestBody: the test body is a free function.
+inline void test_beyond_2_31_elements() {
+  const std::int64_t rows = 2, cols = (std::int64_t(1) << 30) + 12345;
+  ASSERT_GT(rows * cols, std::int64_t(1) << 31);
+  Kokkos::View<float**, Kokkos::LayoutRight, memory_space> x(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"),
+                                                             rows, cols);
+  using range2 = Kokkos::MDRangePolicy<TestExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
+  Kokkos::parallel_for(
+      "fill", range2({0, 0}, {rows, cols}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) { x(i, j) = PeriodicPattern::value(i, j); });
+
+  // Reference statistics per row, in double, from the period.
+  double ref_max[rows], ref_sum[rows];
+  for (std::int64_t i = 0; i < rows; ++i) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t k = 0; k < PeriodicPattern::period; ++k) m = std::max<double>(m, PeriodicPattern::value(i, k));
+    double full = 0, partial = 0;
+    const std::int64_t tail = cols % PeriodicPattern::period;
+    for (std::int64_t k = 0; k < PeriodicPattern::period; ++k) {
+      const double e = std::exp(static_cast<double>(PeriodicPattern::value(i, k)) - m);
+      full += e;
+      if (k < tail) partial += e;
+    }
+    ref_max[i] = m;
+    ref_sum[i] = full * static_cast<double>(cols / PeriodicPattern::period) + partial;
+  }
+
+  softfuse::softmax(TestExecSpace(), x, x);
+
+  const double m0 = ref_max[0], m1 = ref_max[1], s0 = ref_sum[0], s1 = ref_sum[1];
+  for (std::int64_t i = 0; i < rows; ++i) {
+    double row_sum = 0;
+    Kokkos::parallel_reduce(
+        "row sum", Kokkos::RangePolicy<TestExecSpace, Kokkos::IndexType<std::int64_t>>(0, cols),
+        KOKKOS_LAMBDA(const std::int64_t j, double& acc) { acc += x(i, j); }, row_sum);
+    EXPECT_NEAR(row_sum, 1.0, 1e-5) << "row " << i;
+  }
+  // Every element against the reference; the count of those off by more than the tolerance.
+  std::int64_t bad = 0;
+  Kokkos::parallel_reduce(
+      "check", range2({0, 0}, {rows, cols}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j, std::int64_t& n) {
+        const double ref = device_exp(static_cast<double>(PeriodicPattern::value(i, j)) - (i ? m1 : m0)) / (i ? s1 : s0);
+        const double err = x(i, j) > ref ? x(i, j) - ref : ref - x(i, j);
+        if (!(err <= 1e-5 * ref)) ++n;
+      },
+      bad);
+  EXPECT_EQ(bad, 0) << "elements off the reference";
+}
+TEST_F(TestCategory, softmax_beyond_2_31_elements) { test_beyond_2_31_elements(); }
+
+}  // namespace Test
