@@ -20,6 +20,20 @@ constexpr bool is_host_space() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 }
 
+/// Consecutive elements a thread takes at a time in the row passes: 1 on GPUs (coalescing), a
+/// vectorizable run on host CPUs.
+template <class ExecSpace>
+constexpr int row_block_size() {
+  return is_host_space<ExecSpace>() ? 64 : 1;
+}
+
+/// Whether holding a row in team scratch saves a memory pass: on GPUs yes; on CPUs the second read
+/// of a row already hits the cache, and scratch only adds a copy.
+template <class ExecSpace>
+constexpr bool row_cache_pays() {
+  return !is_host_space<ExecSpace>();
+}
+
 /// Team size for a row kernel over `rows` rows of `cols` elements, `max_team` being what the
 /// backend allows for the functor.
 template <class ExecSpace>

@@ -19,13 +19,18 @@
 /// layers pass bias/GELU/BatchNorm that way): y = softmax(op(j, x_j)).
 
 #include <Kokkos_Core.hpp>
+#include <cstdint>
 #include <type_traits>
 
+#include "impl/softfuse_row_exp.hpp"
 #include "impl/softfuse_row_stats.hpp"
+#include "softfuse_team_config.hpp"
 
 namespace softfuse {
 
 namespace Impl {
+struct NoCache {};
+
 struct IdentityOp {
   template <class I, class T>
   KOKKOS_INLINE_FUNCTION T operator()(const I, const T x) const {
@@ -39,17 +44,7 @@ struct TeamSoftmax {
             std::enable_if_t<!Kokkos::is_view<Op>::value, int> = 0>
   KOKKOS_INLINE_FUNCTION static void invoke(const Member& team, const XRow& x_row, const YRow& y_row,
                                             const Op& op = Op()) {
-    using T = typename YRow::non_const_value_type;
-    const auto n = y_row.extent(0);
-    Impl::RowStats<T> stats;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, n),
-        [&](const decltype(n) j, Impl::RowStats<T>& acc) { acc.push(op(j, static_cast<T>(x_row(j)))); },
-        Impl::RowStatsReducer<T>(stats));
-    const T inv = stats.inverse_sum();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const decltype(n) j) {
-      y_row(j) = Impl::exp(op(j, static_cast<T>(x_row(j))) - stats.max) * inv;
-    });
+    run(team, x_row, y_row, Impl::NoCache(), op);
   }
 
   /// As above, keeping op(j, x_j) in `row_cache` (team scratch, extent >= the row's) so x is read once.
@@ -57,22 +52,49 @@ struct TeamSoftmax {
             std::enable_if_t<Kokkos::is_view<CacheRow>::value, int> = 0>
   KOKKOS_INLINE_FUNCTION static void invoke(const Member& team, const XRow& x_row, const YRow& y_row,
                                             const CacheRow& row_cache, const Op& op = Op()) {
+    run(team, x_row, y_row, row_cache, op);
+  }
+
+ private:
+  // Threads take blocks of B consecutive elements (B = 1 on GPUs, so a warp's accesses coalesce;
+  // larger on CPUs, so each thread's inner loops vectorize). Each thread later reads back exactly
+  // the cache entries it wrote (same TeamThreadRange partition), so no barrier separates the passes.
+  template <class Member, class XRow, class YRow, class Cache, class Op>
+  KOKKOS_INLINE_FUNCTION static void run(const Member& team, const XRow& x_row, const YRow& y_row,
+                                         const Cache& cache, const Op& op) {
     using T = typename YRow::non_const_value_type;
-    const auto n = y_row.extent(0);
+    constexpr int B = Impl::row_block_size<typename Member::execution_space>();
+    constexpr bool cached = Kokkos::is_view<Cache>::value;
+    const std::int64_t n = y_row.extent(0);
+    const std::int64_t blocks = (n + B - 1) / B;
+
     Impl::RowStats<T> stats;
-    // Each thread later reads back exactly the cache entries it wrote (same TeamThreadRange
-    // partition), so no barrier is needed between the passes.
     Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, n),
-        [&](const decltype(n) j, Impl::RowStats<T>& acc) {
-          const T v = op(j, static_cast<T>(x_row(j)));
-          row_cache(j) = v;
-          acc.push(v);
+        Kokkos::TeamThreadRange(team, blocks),
+        [&](const std::int64_t b, Impl::RowStats<T>& acc) {
+          const std::int64_t j0 = b * B;
+          const int len = n - j0 < B ? static_cast<int>(n - j0) : B;
+          T v[B];
+          for (int l = 0; l < len; ++l) v[l] = op(j0 + l, static_cast<T>(x_row(j0 + l)));
+          if constexpr (cached)
+            for (int l = 0; l < len; ++l) cache(j0 + l) = v[l];
+          acc.add_block(v, len);
         },
         Impl::RowStatsReducer<T>(stats));
-    const T inv = stats.inverse_sum();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n),
-                         [&](const decltype(n) j) { y_row(j) = Impl::exp(row_cache(j) - stats.max) * inv; });
+
+    const T max = stats.max, inv = stats.inverse_sum();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks), [&](const std::int64_t b) {
+      const std::int64_t j0 = b * B;
+      const int len = n - j0 < B ? static_cast<int>(n - j0) : B;
+      for (int l = 0; l < len; ++l) {
+        T v;
+        if constexpr (cached)
+          v = cache(j0 + l);
+        else
+          v = op(j0 + l, static_cast<T>(x_row(j0 + l)));
+        y_row(j0 + l) = Impl::row_exp(v - max) * inv;
+      }
+    });
   }
 };
 

@@ -49,7 +49,8 @@ void softmax_portable(const ExecSpace& space, const XView& x, const YView& y) {
   if (rows == 0 || cols == 0) return;
 
   const std::size_t row_bytes = static_cast<std::size_t>(cols) * sizeof(typename YView::non_const_value_type);
-  const bool use_cache = row_bytes <= static_cast<std::size_t>(policy_type(space, 1, 1).scratch_size_max(0));
+  const bool use_cache = row_cache_pays<ExecSpace>() &&
+                         row_bytes <= static_cast<std::size_t>(policy_type(space, 1, 1).scratch_size_max(0));
   functor_type functor{x, y, 0, use_cache};
 
   // League sizes are int: launch at most INT_MAX rows at a time.

@@ -1,0 +1,78 @@
+#ifndef SOFTFUSE_PERF_BENCH_CONTEXT_HPP
+#define SOFTFUSE_PERF_BENCH_CONTEXT_HPP
+
+// What every softfuse benchmark shares: medians of fenced runs, the bandwidth counters, and the run
+// context (Kokkos configuration, device) written into the JSON.
+
+#include <Kokkos_Core.hpp>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace softfuse_bench {
+
+inline bool device_is_gpu() {
+  return !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Median wall time of `reps` fenced runs of f, after one warm-up run.
+template <class Space, class F>
+double median_seconds(const Space& space, int reps, F&& f) {
+  f();
+  space.fence();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    Kokkos::Timer timer;
+    f();
+    space.fence();
+    t.push_back(timer.seconds());
+  }
+  return median(t);
+}
+
+/// Counters from per-iteration times: median ms, GB/s at the median, the same-run copy's GB/s and
+/// the ratio (1.0 = copy speed).
+inline void report_bandwidth(benchmark::State& state, const std::vector<double>& times, double bytes,
+                             double copy_seconds) {
+  const double t = median(times);
+  state.counters["median_ms"] = t * 1e3;
+  state.counters["GB/s"] = bytes / t * 1e-9;
+  state.counters["copy_GB/s"] = bytes / copy_seconds * 1e-9;
+  state.counters["of_copy"] = copy_seconds / t;
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
+}
+
+inline void add_context() {
+  std::ostringstream cfg;
+  Kokkos::print_configuration(cfg);
+  benchmark::AddCustomContext("kokkos_version", std::to_string(KOKKOS_VERSION));
+  benchmark::AddCustomContext("execution_space", Kokkos::DefaultExecutionSpace::name());
+  benchmark::AddCustomContext("concurrency", std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
+#ifdef KOKKOS_ENABLE_CUDA
+  cudaDeviceProp prop;
+  int dev = 0;
+  cudaGetDevice(&dev);
+  cudaGetDeviceProperties(&prop, dev);
+  benchmark::AddCustomContext("device", prop.name);
+#else
+  benchmark::AddCustomContext("device", "host");
+#endif
+}
+
+}  // namespace softfuse_bench
+
+#endif

@@ -1,0 +1,130 @@
+// Google Benchmark for softfuse::softmax: GB/s (one read and one write of each element counted)
+// and, in the same run on the same buffers, the device copy's GB/s and the ratio of the two.
+//
+//   softfuse_bench_softmax [--shapes=4096x393216,65536x1024] [google-benchmark flags]
+//
+// Each benchmark reports the median over its iterations (each fenced), not the mean.
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Random.hpp>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <softfuse_softmax.hpp>
+
+#include "bench_context.hpp"
+
+namespace {
+
+using Space = Kokkos::DefaultExecutionSpace;
+using Shape = std::pair<std::int64_t, std::int64_t>;
+
+std::vector<Shape> default_shapes() {
+  if (softfuse_bench::device_is_gpu())  // shared/WORKLOADS.md
+    return {{4096, 393216}, {65536, 1024}, {32768, 8192}, {8192, 32768}, {1024, 8192}, {128, 1048576}};
+  return {{4096, 65536}, {65536, 1024}, {1024, 8192}};  // what a 2-core host holds
+}
+
+struct Buffers {
+  Kokkos::View<float**, Kokkos::LayoutRight, Space> x, y;
+  double copy_median_s = 0;
+};
+
+// One pair of buffers per shape, filled with uniform [0, 1) values; the copy timed once on them.
+Buffers& buffers(const Shape& s) {
+  static std::map<Shape, Buffers> cache;
+  auto it = cache.find(s);
+  if (it != cache.end()) return it->second;
+  cache.clear();  // keep one shape resident at a time
+  Buffers b;
+  b.x = decltype(b.x)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"), s.first, s.second);
+  b.y = decltype(b.y)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "y"), s.first, s.second);
+  Kokkos::Random_XorShift64_Pool<Space> pool(12345);
+  Kokkos::fill_random(b.x, pool, 1.0f);
+  Kokkos::deep_copy(b.y, b.x);
+  Space space;
+  b.copy_median_s = softfuse_bench::median_seconds(space, 20, [&] { Kokkos::deep_copy(space, b.y, b.x); });
+  return cache.emplace(s, b).first->second;
+}
+
+void bm_copy(benchmark::State& state, Shape s) {
+  auto& b = buffers(s);
+  Space space;
+  std::vector<double> times;
+  for (auto _ : state) {
+    Kokkos::Timer t;
+    Kokkos::deep_copy(space, b.y, b.x);
+    space.fence();
+    times.push_back(t.seconds());
+  }
+  softfuse_bench::report_bandwidth(state, times, 2.0 * sizeof(float) * s.first * s.second, b.copy_median_s);
+}
+
+void bm_softmax(benchmark::State& state, Shape s, softfuse::Implementation impl) {
+  auto& b = buffers(s);
+  Space space;
+  std::vector<double> times;
+  for (auto _ : state) {
+    Kokkos::Timer t;
+    softfuse::softmax(space, b.x, b.y, impl);
+    space.fence();
+    times.push_back(t.seconds());
+  }
+  softfuse_bench::report_bandwidth(state, times, 2.0 * sizeof(float) * s.first * s.second, b.copy_median_s);
+}
+
+std::vector<Shape> parse_shapes(int& argc, char** argv) {
+  std::vector<Shape> shapes;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--shapes=", 9) != 0) continue;
+    std::stringstream ss(argv[i] + 9);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const auto x = item.find('x');
+      shapes.emplace_back(std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1)));
+    }
+    for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+    --argc;
+    break;
+  }
+  return shapes.empty() ? default_shapes() : shapes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Kokkos::initialize(argc, argv);
+  {
+    const auto shapes = parse_shapes(argc, argv);
+    const bool has_specialization =
+        softfuse::Impl::SoftmaxSpecialization<Space, softfuse::Impl::const_view_t<Kokkos::View<float**, Space>>,
+                                              softfuse::Impl::view_t<Kokkos::View<float**, Space>>>::exists;
+    for (const auto& s : shapes) {
+      const std::string name = std::to_string(s.first) + "x" + std::to_string(s.second);
+      benchmark::RegisterBenchmark(("copy/" + name).c_str(), bm_copy, s)->UseRealTime()->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("softmax_portable/" + name).c_str(), bm_softmax, s, softfuse::Implementation::portable)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      if (has_specialization)
+        benchmark::RegisterBenchmark(("softmax_specialized/" + name).c_str(), bm_softmax, s,
+                                     softfuse::Implementation::specialized)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+    softfuse_bench::add_context();
+    benchmark::Initialize(&argc, argv);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+  }
+  Kokkos::finalize();
+  return 0;
+}
