@@ -39,9 +39,14 @@ struct Buffers {
   double copy_median_s = 0;
 };
 
+std::map<Shape, Buffers>& buffer_cache() {
+  static std::map<Shape, Buffers> cache;
+  return cache;
+}
+
 // One pair of buffers per shape, filled with uniform [0, 1) values; the copy timed once on them.
 Buffers& buffers(const Shape& s) {
-  static std::map<Shape, Buffers> cache;
+  auto& cache = buffer_cache();
   auto it = cache.find(s);
   if (it != cache.end()) return it->second;
   cache.clear();  // keep one shape resident at a time
@@ -124,6 +129,7 @@ int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    buffer_cache().clear();  // Views must go before Kokkos::finalize
   }
   Kokkos::finalize();
   return 0;
