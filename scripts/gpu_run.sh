@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# On the GPU machine (offline; carry .gpu_bundle made by scripts/pack_gpu_bundle.sh): builds the
+# dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
+# the benchmarks, and writes logs and JSON results under $OUT.
+#
+#   bash scripts/gpu_run.sh [test|bench|all] [ARCH]       (default: all HOPPER90)
+#
+# SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF).
+# $OUT receives at most a handful of files (the device tool returns 8): logs.tar.gz,
+# bench_softmax.json, bench_fused.json, torch_softmax.json, summary.txt.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+what=${1:-all}
+arch=${2:-HOPPER90}
+OUT=${OUT:-$root/build/gpu-out}
+logs=$(mktemp -d)
+mkdir -p "$OUT"
+build=$root/build/cuda
+jobs=$(nproc)
+status=0
+summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+stage() {  # stage NAME COMMAND…: runs, logs to $logs/NAME.log, records the outcome
+  local name=$1; shift
+  local t0=$SECONDS
+  echo "== $name" >&2
+  if "$@" >"$logs/$name.log" 2>&1; then
+    summary "ok     $name ($((SECONDS - t0)) s)"
+  else
+    summary "FAILED $name ($((SECONDS - t0)) s): tail of $name.log:"
+    tail -n 30 "$logs/$name.log" | tee -a "$OUT/summary.txt"
+    status=1
+  fi
+}
+finish() { tar -C "$logs" -czf "$OUT/logs.tar.gz" . ; exit $status; }
+
+summary "softfuse GPU run $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+summary "commit $(git rev-parse --short HEAD 2>/dev/null) + working tree; $what $arch"
+nvidia-smi >"$logs/nvidia-smi.log" 2>&1
+
+stage bootstrap bash -c "bash scripts/bootstrap.sh --backend cuda --arch $arch --offline .gpu_bundle > '$logs/deps-path'"
+deps=$(tail -n1 "$logs/deps-path" 2>/dev/null)
+[ -f "$deps" ] || finish
+stage configure cmake -S . -B "$build" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release ${SOFTFUSE_CMAKE_ARGS:-}
+stage build cmake --build "$build" -j "$jobs"
+[ $status -eq 0 ] || finish
+
+if [ "$what" != bench ]; then
+  export OMP_PROC_BIND=false
+  stage ctest ctest --test-dir "$build" --output-on-failure --timeout 1200
+  grep -E "tests passed|tests failed|Failed|\*\*\*" "$logs/ctest.log" | tee -a "$OUT/summary.txt"
+fi
+
+if [ "$what" != test ]; then
+  stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
+    --benchmark_out_format=json --benchmark_min_time=0.2
+  grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
+  if [ -x "$build/perf/softfuse_bench_fused" ]; then
+    stage bench_fused "$build/perf/softfuse_bench_fused" --benchmark_out="$OUT/bench_fused.json" \
+      --benchmark_out_format=json
+    grep -E "^[a-z]" "$logs/bench_fused.log" | grep -v "^Run\|^Load" | tee -a "$OUT/summary.txt"
+  fi
+  if [ -f perf/torch_baseline/softmax_torch.py ]; then
+    stage torch_softmax python3 perf/torch_baseline/softmax_torch.py --json "$OUT/torch_softmax.json"
+    tail -n 12 "$logs/torch_softmax.log" | tee -a "$OUT/summary.txt"
+  fi
+fi
+finish

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets everything up on a fresh machine (dependencies into a cache, first time only), builds softfuse
+# with the OpenMP and Serial backends, and runs the whole test suite.
+#
+#   bash scripts/test.sh [ctest arguments…]
+#
+# SOFTFUSE_BUILD_DIR overrides the build folder (default build/openmp). Where nvcc exists the
+# hand-tuned CUDA kernels are compiled too (there is no GPU here to run them: scripts/gpu_run.sh).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${SOFTFUSE_BUILD_DIR:-$root/build/openmp}
+jobs=${SOFTFUSE_JOBS:-$(nproc)}
+
+deps=$(bash "$root/scripts/bootstrap.sh" --backend openmp | tail -n1)
+cuda_kernels=OFF
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then cuda_kernels=ON; fi
+
+cmake -S "$root" -B "$build" -C "$deps" -DCMAKE_BUILD_TYPE=Release -DSOFTFUSE_CUDA_SPECIALIZED=$cuda_kernels
+cmake --build "$build" -j "$jobs"
+export OMP_PROC_BIND=${OMP_PROC_BIND:-false}
+ctest --test-dir "$build" --output-on-failure "$@"
