@@ -5,7 +5,8 @@
 #
 #   bash scripts/gpu_run.sh [test|bench|all] [ARCH]       (default: all HOPPER90)
 #
-# SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF).
+# SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
+# SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
 # $OUT receives at most a handful of files (the device tool returns 8): logs.tar.gz,
 # bench_softmax.json, bench_fused.json, torch_softmax.json, summary.txt.
 set -uo pipefail
@@ -35,7 +36,7 @@ stage() {  # stage NAME COMMAND…: runs, logs to $logs/NAME.log, records the ou
 finish() { tar -C "$logs" -czf "$OUT/logs.tar.gz" . ; exit $status; }
 
 summary "softfuse GPU run $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-summary "commit $(git rev-parse --short HEAD 2>/dev/null) + working tree; $what $arch"
+summary "commit $(git rev-parse --short HEAD 2>/dev/null || cat .gpu_bundle/commit.txt 2>/dev/null); $what $arch"
 nvidia-smi >"$logs/nvidia-smi.log" 2>&1
 
 stage bootstrap bash -c "bash scripts/bootstrap.sh --backend cuda --arch $arch --offline .gpu_bundle > '$logs/deps-path'"
@@ -47,7 +48,7 @@ stage build cmake --build "$build" -j "$jobs"
 
 if [ "$what" != bench ]; then
   export OMP_PROC_BIND=false
-  stage ctest ctest --test-dir "$build" --output-on-failure --timeout 1200
+  stage ctest ctest --test-dir "$build" --output-on-failure --timeout 1200 ${SOFTFUSE_CTEST_ARGS:-}
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$logs/ctest.log" | tee -a "$OUT/summary.txt"
 fi
 
