@@ -20,12 +20,39 @@ constexpr bool is_host_space() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 }
 
-/// Consecutive elements a thread takes at a time in the row passes: 1 on GPUs (coalescing), a
-/// vectorizable run on host CPUs.
+/// Elements a thread takes at a time in the row passes: on GPUs a few independent loads in flight
+/// per thread, interleaved across the team so that every warp access is coalesced; on host CPUs a
+/// run of consecutive elements that the compiler vectorizes.
 template <class ExecSpace>
 constexpr int row_block_size() {
-  return is_host_space<ExecSpace>() ? 64 : 1;
+  return is_host_space<ExecSpace>() ? 64 : 4;
 }
+template <class ExecSpace>
+constexpr bool row_blocks_interleaved() {
+  return !is_host_space<ExecSpace>();
+}
+
+/// Block b of a row of n elements holds first(b) + l * spacing() for l < length(first(b)) <= B: the
+/// row is cut into chunks of B * spacing() elements, each shared by spacing() blocks. Not
+/// interleaved, spacing() is the constant 1 and blocks are runs the compiler can vectorize.
+template <int B, bool Interleaved>
+struct RowBlocks {
+  std::int64_t n, stride;
+
+  KOKKOS_INLINE_FUNCTION RowBlocks(std::int64_t n_, std::int64_t team_size) : n(n_), stride(team_size) {}
+  KOKKOS_INLINE_FUNCTION std::int64_t spacing() const { return Interleaved ? stride : 1; }
+  KOKKOS_INLINE_FUNCTION std::int64_t count() const {
+    return (n + B * spacing() - 1) / (B * spacing()) * spacing();
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t first(std::int64_t b) const {
+    return b / spacing() * (B * spacing()) + b % spacing();
+  }
+  KOKKOS_INLINE_FUNCTION int length(std::int64_t first) const {
+    if (first >= n) return 0;
+    const std::int64_t left = (n - first + spacing() - 1) / spacing();
+    return left < B ? static_cast<int>(left) : B;
+  }
+};
 
 /// Whether holding a row in team scratch saves a memory pass: on GPUs yes; on CPUs the second read
 /// of a row already hits the cache, and scratch only adds a copy.

@@ -56,43 +56,46 @@ struct TeamSoftmax {
   }
 
  private:
-  // Threads take blocks of B consecutive elements (B = 1 on GPUs, so a warp's accesses coalesce;
-  // larger on CPUs, so each thread's inner loops vectorize). Each thread later reads back exactly
-  // the cache entries it wrote (same TeamThreadRange partition), so no barrier separates the passes.
+  // Threads take blocks of B elements (Impl::RowBlocks): on GPUs B loads in flight per thread,
+  // interleaved so each load instruction of a warp is coalesced; on CPUs B consecutive elements, so
+  // each thread's inner loops vectorize. Each thread later reads back exactly the cache entries it
+  // wrote (same TeamThreadRange partition, same blocks), so no barrier separates the passes.
   template <class Member, class XRow, class YRow, class Cache, class Op>
   KOKKOS_INLINE_FUNCTION static void run(const Member& team, const XRow& x_row, const YRow& y_row,
                                          const Cache& cache, const Op& op) {
     using T = typename YRow::non_const_value_type;
-    constexpr int B = Impl::row_block_size<typename Member::execution_space>();
+    using Space = typename Member::execution_space;
+    constexpr int B = Impl::row_block_size<Space>();
     constexpr bool cached = Kokkos::is_view<Cache>::value;
-    const std::int64_t n = y_row.extent(0);
-    const std::int64_t blocks = (n + B - 1) / B;
+    const Impl::RowBlocks<B, Impl::row_blocks_interleaved<Space>()> blocks(y_row.extent(0), team.team_size());
 
     Impl::RowStats<T> stats;
     Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, blocks),
+        Kokkos::TeamThreadRange(team, blocks.count()),
         [&](const std::int64_t b, Impl::RowStats<T>& acc) {
-          const std::int64_t j0 = b * B;
-          const int len = n - j0 < B ? static_cast<int>(n - j0) : B;
+          const std::int64_t j0 = blocks.first(b), dj = blocks.spacing();
+          const int len = blocks.length(j0);
+          if (len == 0) return;
           T v[B];
-          for (int l = 0; l < len; ++l) v[l] = op(j0 + l, static_cast<T>(x_row(j0 + l)));
+          for (int l = 0; l < len; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
           if constexpr (cached)
-            for (int l = 0; l < len; ++l) cache(j0 + l) = v[l];
+            for (int l = 0; l < len; ++l) cache(j0 + l * dj) = v[l];
           acc.add_block(v, len);
         },
         Impl::RowStatsReducer<T>(stats));
 
     const T max = stats.max, inv = stats.inverse_sum();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks), [&](const std::int64_t b) {
-      const std::int64_t j0 = b * B;
-      const int len = n - j0 < B ? static_cast<int>(n - j0) : B;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks.count()), [&](const std::int64_t b) {
+      const std::int64_t j0 = blocks.first(b), dj = blocks.spacing();
+      const int len = blocks.length(j0);
       for (int l = 0; l < len; ++l) {
+        const std::int64_t j = j0 + l * dj;
         T v;
         if constexpr (cached)
-          v = cache(j0 + l);
+          v = cache(j);
         else
-          v = op(j0 + l, static_cast<T>(x_row(j0 + l)));
-        y_row(j0 + l) = Impl::row_exp(v - max) * inv;
+          v = op(j, static_cast<T>(x_row(j)));
+        y_row(j) = Impl::row_exp(v - max) * inv;
       }
     });
   }

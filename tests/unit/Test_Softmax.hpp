@@ -300,10 +300,11 @@ inline void test_beyond_2_31_elements() {
   ASSERT_GT(rows * cols, std::int64_t(1) << 31);
   Kokkos::View<float**, Kokkos::LayoutRight, memory_space> x(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"),
                                                              rows, cols);
-  using range2 = Kokkos::MDRangePolicy<TestExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
+  // 1-D ranges over all elements: Kokkos 3.4's CUDA MDRange mishandles extents this large.
+  using range = Kokkos::RangePolicy<TestExecSpace, Kokkos::IndexType<std::int64_t>>;
+  const range all(0, rows * cols);
   Kokkos::parallel_for(
-      "fill", range2({0, 0}, {rows, cols}),
-      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) { x(i, j) = PeriodicPattern::value(i, j); });
+      "fill", all, KOKKOS_LAMBDA(const std::int64_t k) { x(k / cols, k % cols) = PeriodicPattern::value(k / cols, k % cols); });
 
   // Reference statistics per row, in double, from the period.
   double ref_max[rows], ref_sum[rows];
@@ -327,15 +328,16 @@ inline void test_beyond_2_31_elements() {
   for (std::int64_t i = 0; i < rows; ++i) {
     double row_sum = 0;
     Kokkos::parallel_reduce(
-        "row sum", Kokkos::RangePolicy<TestExecSpace, Kokkos::IndexType<std::int64_t>>(0, cols),
+        "row sum", range(0, cols),
         KOKKOS_LAMBDA(const std::int64_t j, double& acc) { acc += x(i, j); }, row_sum);
     EXPECT_NEAR(row_sum, 1.0, 1e-5) << "row " << i;
   }
   // Every element against the reference; the count of those off by more than the tolerance.
   std::int64_t bad = 0;
   Kokkos::parallel_reduce(
-      "check", range2({0, 0}, {rows, cols}),
-      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j, std::int64_t& n) {
+      "check", all,
+      KOKKOS_LAMBDA(const std::int64_t k, std::int64_t& n) {
+        const std::int64_t i = k / cols, j = k % cols;
         const double ref = device_exp(static_cast<double>(PeriodicPattern::value(i, j)) - (i ? m1 : m0)) / (i ? s1 : s0);
         const double err = x(i, j) > ref ? x(i, j) - ref : ref - x(i, j);
         if (!(err <= 1e-5 * ref)) ++n;

@@ -48,7 +48,8 @@ void softmax_portable(const ExecSpace& space, const XView& x, const YView& y) {
   const std::int64_t rows = y.extent(0), cols = y.extent(1);
   if (rows == 0 || cols == 0) return;
 
-  const std::size_t row_bytes = static_cast<std::size_t>(cols) * sizeof(typename YView::non_const_value_type);
+  // shmem_size includes the scratch allocator's alignment padding.
+  const std::size_t row_bytes = functor_type::cache_type::shmem_size(cols);
   const bool use_cache = row_cache_pays<ExecSpace>() &&
                          row_bytes <= static_cast<std::size_t>(policy_type(space, 1, 1).scratch_size_max(0));
   functor_type functor{x, y, 0, use_cache};
