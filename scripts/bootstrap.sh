@@ -490,9 +490,23 @@ else
             -DKokkosKernels_INST_OFFSET_INT=OFF)
 fi
 if [[ $KK_ETI == minimal ]]; then ETI_ON=ON; else ETI_ON=OFF; fi
+# The host CPU's vector ISA, as a Kokkos architecture option (Kokkos passes its -march on to
+# every code that links Kokkos): without it the host row passes run on SSE2. SOFTFUSE_HOST_ARCH
+# overrides (SKX, HSW, …, or none for a cache that other CPUs can use).
+host_arch() {
+  if [[ -n ${SOFTFUSE_HOST_ARCH:-} ]]; then echo "$SOFTFUSE_HOST_ARCH"; return; fi
+  local flags; flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+  case " $flags " in
+    *" avx512f "*) echo SKX ;;
+    *" avx2 "*) echo HSW ;;
+    *) echo none ;;
+  esac
+}
 if [[ $BACKEND == openmp ]]; then
   KOKKOS_CXX=$HOST_CXX
   KOKKOS_ARGS+=(-DCMAKE_CXX_COMPILER="$KOKKOS_CXX" -DKokkos_ENABLE_OPENMP=ON)
+  HOST_ARCH=$(host_arch)
+  [[ $HOST_ARCH == none ]] || KOKKOS_ARGS+=("-DKokkos_ARCH_${HOST_ARCH}=ON")
   KK_CXX=$HOST_CXX
   BLAS_LIBS=${SOFTFUSE_BLAS_LIBRARIES:-openblas}
   KK_ARGS+=(-DCMAKE_CXX_COMPILER="$KK_CXX"
@@ -503,7 +517,7 @@ if [[ $BACKEND == openmp ]]; then
             -DKokkosKernels_INST_MEMSPACE_HOSTSPACE="$ETI_ON"
             -DKokkosKernels_INST_EXECSPACE_OPENMP="$ETI_ON"
             -DKokkosKernels_INST_EXECSPACE_SERIAL=OFF)
-  DEVICE_DESC="OpenMP+Serial"
+  DEVICE_DESC="OpenMP+Serial, host arch $HOST_ARCH"
 else
   KOKKOS_CXX=$KOKKOS_SRC/bin/nvcc_wrapper
   # OpenMP as the host backend: the GPU results are cross-checked against it in the same build.

@@ -26,8 +26,16 @@ struct RowStats {
   /// the compiler vectorizes it over Lanes partial sums; Block = 1 (GPUs) is the per-element update.
   template <int Block, int Lanes = (Block < 8 ? Block : 8)>
   KOKKOS_INLINE_FUNCTION void add_block(const T (&v)[Block], const int len) {
-    T block_max = v[0];
-    for (int l = 1; l < len; ++l) block_max = v[l] > block_max ? v[l] : block_max;
+    // The maximum over Lanes independent chains: one chain would serialize on compare latency.
+    T lane_max[Lanes];
+    for (int w = 0; w < Lanes; ++w) lane_max[w] = v[0];
+    int l = 0;
+    if (len == Block)
+      for (; l + Lanes <= Block; l += Lanes)
+        for (int w = 0; w < Lanes; ++w) lane_max[w] = v[l + w] > lane_max[w] ? v[l + w] : lane_max[w];
+    for (; l < len; ++l) lane_max[0] = v[l] > lane_max[0] ? v[l] : lane_max[0];
+    T block_max = lane_max[0];
+    for (int w = 1; w < Lanes; ++w) block_max = lane_max[w] > block_max ? lane_max[w] : block_max;
     if (block_max > max) {
       sum *= static_cast<double>(row_exp(max - block_max));  // max == -inf: exp(-inf) = 0
       max = block_max;
@@ -37,13 +45,14 @@ struct RowStats {
         if (v[l] != v[l]) sum = static_cast<double>(v[l]);
       return;
     }
-    double part[Lanes] = {};
-    int l = 0;
+    // Partial sums in T over at most Block / Lanes terms each (exact enough), the row sum in double.
+    T part[Lanes] = {};
+    l = 0;
     if (len == Block)
       for (; l + Lanes <= Block; l += Lanes)
-        for (int w = 0; w < Lanes; ++w) part[w] += static_cast<double>(row_exp(v[l + w] - max));
-    for (; l < len; ++l) part[0] += static_cast<double>(row_exp(v[l] - max));
-    for (int w = 0; w < Lanes; ++w) sum += part[w];
+        for (int w = 0; w < Lanes; ++w) part[w] += row_exp(v[l + w] - max);
+    for (; l < len; ++l) sum += static_cast<double>(row_exp(v[l] - max));
+    for (int w = 0; w < Lanes; ++w) sum += static_cast<double>(part[w]);
   }
 
   KOKKOS_INLINE_FUNCTION static RowStats combine(const RowStats& a, const RowStats& b) {
