@@ -76,10 +76,12 @@ struct TeamSoftmax {
           const std::int64_t j0 = blocks.first(b), dj = blocks.spacing();
           const int len = blocks.length(j0);
           if (len == 0) return;
-          T v[B];
-          for (int l = 0; l < len; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+          T v[B];  // compile-time indices only (guarded by l < len), so GPUs keep it in registers
+          for (int l = 0; l < B; ++l)
+            if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
           if constexpr (cached)
-            for (int l = 0; l < len; ++l) cache(j0 + l * dj) = v[l];
+            for (int l = 0; l < B; ++l)
+              if (l < len) cache(j0 + l * dj) = v[l];
           acc.add_block(v, len);
         },
         Impl::RowStatsReducer<T>(stats));

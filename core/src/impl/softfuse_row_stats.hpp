@@ -22,18 +22,21 @@ struct RowStats {
   KOKKOS_INLINE_FUNCTION static RowStats identity() { return {-Infinity<T>::value, 0.0}; }
 
   /// Adds the `len` values v[0..len) (len <= Block). Their maximum is found first, so the sum is
-  /// rescaled at most once per block, and the exp loop has no branch: with Block > 1 (host CPUs)
-  /// the compiler vectorizes it over Lanes partial sums; Block = 1 (GPUs) is the per-element update.
+  /// rescaled at most once per block, and the exp loop has no branch. Every loop runs to a
+  /// compile-time bound (partial blocks guard with l < len): GPUs keep v in registers, and host
+  /// compilers vectorize full blocks over Lanes independent chains.
   template <int Block, int Lanes = (Block < 8 ? Block : 8)>
   KOKKOS_INLINE_FUNCTION void add_block(const T (&v)[Block], const int len) {
-    // The maximum over Lanes independent chains: one chain would serialize on compare latency.
+    const bool full = len == Block;
     T lane_max[Lanes];
     for (int w = 0; w < Lanes; ++w) lane_max[w] = v[0];
-    int l = 0;
-    if (len == Block)
-      for (; l + Lanes <= Block; l += Lanes)
+    if (full) {
+      for (int l = 0; l < Block; l += Lanes)
         for (int w = 0; w < Lanes; ++w) lane_max[w] = v[l + w] > lane_max[w] ? v[l + w] : lane_max[w];
-    for (; l < len; ++l) lane_max[0] = v[l] > lane_max[0] ? v[l] : lane_max[0];
+    } else {
+      for (int l = 1; l < Block; ++l)
+        if (l < len) lane_max[0] = v[l] > lane_max[0] ? v[l] : lane_max[0];
+    }
     T block_max = lane_max[0];
     for (int w = 1; w < Lanes; ++w) block_max = lane_max[w] > block_max ? lane_max[w] : block_max;
     if (block_max > max) {
@@ -41,18 +44,20 @@ struct RowStats {
       max = block_max;
     }
     if (max == -Infinity<T>::value) {  // only -inf and NaN so far: -inf adds 0, NaN poisons
-      for (int l = 0; l < len; ++l)
-        if (v[l] != v[l]) sum = static_cast<double>(v[l]);
+      for (int l = 0; l < Block; ++l)
+        if (l < len && v[l] != v[l]) sum = static_cast<double>(v[l]);
       return;
     }
-    // Partial sums in T over at most Block / Lanes terms each (exact enough), the row sum in double.
-    T part[Lanes] = {};
-    l = 0;
-    if (len == Block)
-      for (; l + Lanes <= Block; l += Lanes)
+    if (full) {
+      // Partial sums in T over Block / Lanes terms each (exact enough), the row sum in double.
+      T part[Lanes] = {};
+      for (int l = 0; l < Block; l += Lanes)
         for (int w = 0; w < Lanes; ++w) part[w] += row_exp(v[l + w] - max);
-    for (; l < len; ++l) sum += static_cast<double>(row_exp(v[l] - max));
-    for (int w = 0; w < Lanes; ++w) sum += static_cast<double>(part[w]);
+      for (int w = 0; w < Lanes; ++w) sum += static_cast<double>(part[w]);
+    } else {
+      for (int l = 0; l < Block; ++l)
+        if (l < len) sum += static_cast<double>(row_exp(v[l] - max));
+    }
   }
 
   KOKKOS_INLINE_FUNCTION static RowStats combine(const RowStats& a, const RowStats& b) {
