@@ -67,37 +67,40 @@ struct TeamSoftmax {
     using Space = typename Member::execution_space;
     constexpr int B = Impl::row_block_size<Space>();
     constexpr bool cached = Kokkos::is_view<Cache>::value;
-    const Impl::RowBlocks<B, Impl::row_blocks_interleaved<Space>()> blocks(y_row.extent(0), team.team_size());
+    const std::int64_t n = y_row.extent(0);
+    const Impl::RowBlocks<B, Impl::row_blocks_interleaved<Space>()> blocks(n, team.team_size());
+    const std::int64_t dj = blocks.spacing();
 
     Impl::RowStats<T> stats;
     Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, blocks.count()),
-        [&](const std::int64_t b, Impl::RowStats<T>& acc) {
-          const std::int64_t j0 = blocks.first(b), dj = blocks.spacing();
-          const int len = blocks.length(j0);
-          if (len == 0) return;
-          T v[B];  // compile-time indices only (guarded by l < len), so GPUs keep it in registers
-          for (int l = 0; l < B; ++l)
-            if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
-          if constexpr (cached)
+        Kokkos::TeamThreadRange(team, blocks.lanes()),
+        [&](const std::int64_t lane, Impl::RowStats<T>& acc) {
+          for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
+            const int len = blocks.length(j0);
+            T v[B];  // compile-time indices only (guarded by l < len), so GPUs keep it in registers
             for (int l = 0; l < B; ++l)
-              if (l < len) cache(j0 + l * dj) = v[l];
-          acc.add_block(v, len);
+              if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+            if constexpr (cached)
+              for (int l = 0; l < B; ++l)
+                if (l < len) cache(j0 + l * dj) = v[l];
+            acc.add_block(v, len);
+          }
         },
         Impl::RowStatsReducer<T>(stats));
 
     const T max = stats.max, inv = stats.inverse_sum();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks.count()), [&](const std::int64_t b) {
-      const std::int64_t j0 = blocks.first(b), dj = blocks.spacing();
-      const int len = blocks.length(j0);
-      for (int l = 0; l < len; ++l) {
-        const std::int64_t j = j0 + l * dj;
-        T v;
-        if constexpr (cached)
-          v = cache(j);
-        else
-          v = op(j, static_cast<T>(x_row(j)));
-        y_row(j) = Impl::row_exp(v - max) * inv;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks.lanes()), [&](const std::int64_t lane) {
+      for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
+        const int len = blocks.length(j0);
+        for (int l = 0; l < len; ++l) {
+          const std::int64_t j = j0 + l * dj;
+          T v;
+          if constexpr (cached)
+            v = cache(j);
+          else
+            v = op(j, static_cast<T>(x_row(j)));
+          y_row(j) = Impl::row_exp(v - max) * inv;
+        }
       }
     });
   }
