@@ -8,10 +8,12 @@
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
 # $OUT receives at most a handful of files (the device tool returns 8): logs.tar.gz,
-# bench_softmax.json, bench_fused.json, torch_softmax.json, summary.txt.
+# bench_softmax.json, bench_fused.json, torch_softmax.json, results.json (the benchmarks condensed by
+# perf/summarize_benchmarks.py, with date, device, command and commit), summary.txt.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+script_args="$*"
 what=${1:-all}
 arch=${2:-HOPPER90}
 OUT=${OUT:-$root/build/gpu-out}
@@ -33,10 +35,17 @@ stage() {  # stage NAME COMMAND…: runs, logs to $logs/NAME.log, records the ou
     status=1
   fi
 }
-finish() { tar -C "$logs" -czf "$OUT/logs.tar.gz" . ; exit $status; }
+finish() {
+  local jsons=$(ls "$OUT"/bench_*.json 2>/dev/null)
+  [ -z "$jsons" ] || python3 perf/summarize_benchmarks.py --command "bash scripts/gpu_run.sh $script_args" \
+    --commit "$commit" $jsons >"$OUT/results.json" 2>>"$logs/summarize.log"
+  tar -C "$logs" -czf "$OUT/logs.tar.gz" .
+  exit $status
+}
 
 summary "softfuse GPU run $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-summary "commit $(git rev-parse --short HEAD 2>/dev/null || cat .gpu_bundle/commit.txt 2>/dev/null); $what $arch"
+commit=$(cat .gpu_bundle/commit.txt 2>/dev/null || git rev-parse --short HEAD 2>/dev/null)
+summary "commit $commit; $what $arch"
 nvidia-smi >"$logs/nvidia-smi.log" 2>&1
 
 stage bootstrap bash -c "bash scripts/bootstrap.sh --backend cuda --arch $arch --offline .gpu_bundle > '$logs/deps-path'"
