@@ -23,9 +23,15 @@ constexpr bool is_host_space() {
 /// Elements a thread takes at a time in the row passes: on GPUs a few independent loads in flight
 /// per thread, interleaved across the team so that every warp access is coalesced; on host CPUs a
 /// run of consecutive elements that the compiler vectorizes.
+#ifndef SOFTFUSE_GPU_ROW_BLOCK  // tuning knobs for GPU-like backends, chosen by benchmark
+#define SOFTFUSE_GPU_ROW_BLOCK 4
+#endif
+#ifndef SOFTFUSE_GPU_MAX_TEAM
+#define SOFTFUSE_GPU_MAX_TEAM 1024
+#endif
 template <class ExecSpace>
 constexpr int row_block_size() {
-  return is_host_space<ExecSpace>() ? 64 : 4;
+  return is_host_space<ExecSpace>() ? 64 : SOFTFUSE_GPU_ROW_BLOCK;
 }
 template <class ExecSpace>
 constexpr bool row_blocks_interleaved() {
@@ -70,9 +76,10 @@ int row_team_size(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     return static_cast<int>(std::min<std::int64_t>(max_team, threads / std::max<std::int64_t>(rows, 1)));
   }
   // About eight elements per thread, a whole number of warps, at least two warps.
+  const std::int64_t cap = std::min<std::int64_t>(max_team, SOFTFUSE_GPU_MAX_TEAM);
   std::int64_t t = 64;
-  while (t < max_team && t * 8 < cols) t *= 2;
-  return static_cast<int>(std::min<std::int64_t>(t, max_team));
+  while (t < cap && t * 8 < cols) t *= 2;
+  return static_cast<int>(std::min<std::int64_t>(t, cap));
 }
 
 }  // namespace Impl
