@@ -20,18 +20,17 @@ constexpr bool is_host_space() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 }
 
-/// Elements a thread takes at a time in the row passes: on GPUs a few independent loads in flight
-/// per thread, interleaved across the team so that every warp access is coalesced; on host CPUs a
+/// Elements a thread takes at a time in the row passes. On GPUs (measured on the H100, see
+/// perf/results): rows held in team scratch run best with 8 interleaved loads per thread in teams of
+/// at most 256; rows streamed twice from memory with 1 per thread in teams of 1024. On host CPUs a
 /// run of consecutive elements that the compiler vectorizes.
-#ifndef SOFTFUSE_GPU_ROW_BLOCK  // tuning knobs for GPU-like backends, chosen by benchmark
-#define SOFTFUSE_GPU_ROW_BLOCK 4
-#endif
-#ifndef SOFTFUSE_GPU_MAX_TEAM
-#define SOFTFUSE_GPU_MAX_TEAM 1024
-#endif
-template <class ExecSpace>
+template <class ExecSpace, bool Cached>
 constexpr int row_block_size() {
-  return is_host_space<ExecSpace>() ? 64 : SOFTFUSE_GPU_ROW_BLOCK;
+  return is_host_space<ExecSpace>() ? 64 : (Cached ? 8 : 1);
+}
+template <class ExecSpace>
+constexpr int row_team_cap(bool cached) {
+  return is_host_space<ExecSpace>() ? 1 << 30 : (cached ? 256 : 1024);
 }
 template <class ExecSpace>
 constexpr bool row_blocks_interleaved() {
@@ -67,16 +66,16 @@ constexpr bool row_cache_pays() {
 }
 
 /// Team size for a row kernel over `rows` rows of `cols` elements, `max_team` being what the
-/// backend allows for the functor.
+/// backend allows for the functor, `cached` whether rows are held in team scratch.
 template <class ExecSpace>
-int row_team_size(const ExecSpace& space, std::int64_t rows, std::int64_t cols, int max_team) {
+int row_team_size(const ExecSpace& space, std::int64_t rows, std::int64_t cols, int max_team, bool cached) {
   if (is_host_space<ExecSpace>()) {
     const std::int64_t threads = space.concurrency();
     if (rows >= threads || cols < 4096) return 1;
     return static_cast<int>(std::min<std::int64_t>(max_team, threads / std::max<std::int64_t>(rows, 1)));
   }
   // About eight elements per thread, a whole number of warps, at least two warps.
-  const std::int64_t cap = std::min<std::int64_t>(max_team, SOFTFUSE_GPU_MAX_TEAM);
+  const std::int64_t cap = std::min<std::int64_t>(max_team, row_team_cap<ExecSpace>(cached));
   std::int64_t t = 64;
   while (t < cap && t * 8 < cols) t *= 2;
   return static_cast<int>(std::min<std::int64_t>(t, cap));

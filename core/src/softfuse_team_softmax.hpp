@@ -65,8 +65,8 @@ struct TeamSoftmax {
                                          const Cache& cache, const Op& op) {
     using T = typename YRow::non_const_value_type;
     using Space = typename Member::execution_space;
-    constexpr int B = Impl::row_block_size<Space>();
     constexpr bool cached = Kokkos::is_view<Cache>::value;
+    constexpr int B = Impl::row_block_size<Space, cached>();
     const std::int64_t n = y_row.extent(0);
     const Impl::RowBlocks<B, Impl::row_blocks_interleaved<Space>()> blocks(n, team.team_size());
     const std::int64_t dj = blocks.spacing();

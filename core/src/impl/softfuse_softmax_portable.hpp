@@ -59,7 +59,8 @@ void softmax_portable(const ExecSpace& space, const XView& x, const YView& y) {
     const int league = static_cast<int>(std::min<std::int64_t>(rows - first, INT_MAX));
     policy_type probe(space, league, 1);
     if (use_cache) probe.set_scratch_size(0, Kokkos::PerTeam(row_bytes));
-    const int team = row_team_size(space, league, cols, probe.team_size_max(functor, Kokkos::ParallelForTag()));
+    const int team =
+        row_team_size(space, league, cols, probe.team_size_max(functor, Kokkos::ParallelForTag()), use_cache);
     policy_type policy(space, league, team);
     if (use_cache) policy.set_scratch_size(0, Kokkos::PerTeam(row_bytes));
     functor.first_row = first;
