@@ -1,0 +1,94 @@
+// Private: kernel argument blocks and the lookup of compiled kernel instantiations.
+// Host-visible (no device code); shared by the kernel sources and the dispatcher.
+#ifndef SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_KERNELS_HPP
+#define SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_KERNELS_HPP
+
+#include <cstdint>
+
+namespace softfuse {
+namespace cuda_specialized {
+namespace impl {
+
+// Partial reduction of (part of) a row: running maximum m and sum of exp(x - m) in double.
+template <class T>
+struct MS {
+  T m;
+  double s;
+};
+
+// Short rows: a group of G lanes (G | 32) per row, the row in registers.
+template <class T>
+struct WarpArgs {
+  const T* x;
+  T* y;
+  std::int64_t ldx, ldy, rows, cols;
+};
+
+#if defined(__CUDACC__)
+#define SOFTFUSE_CUDA_HD __host__ __device__
+#else
+#define SOFTFUSE_CUDA_HD
+#endif
+
+// Rows held on chip by one warp, one block or a thread-block cluster (persistent over rows).
+template <class T>
+struct RowArgs {
+  const T* x;
+  T* y;
+  std::int64_t ldx, ldy, rows, cols;
+  int ks;         // vectors per thread held in shared memory (the kernel's KR more in registers)
+  int lookahead;  // 1: one spare slot group, so the next row's first group loads during the join
+};
+
+// Shared-memory vectors of a row kernel thread: `stages` commit groups of gs vectors (the
+// last ones possibly empty), na of them non-empty, rotating over nphys = na + lookahead
+// physical groups.
+struct RowSlots {
+  int stages, gs, na, nphys;
+};
+SOFTFUSE_CUDA_HD constexpr int row_stages(int threads) { return threads == 512 ? 8 : 4; }
+SOFTFUSE_CUDA_HD constexpr RowSlots row_slots(int ks, int threads, int lookahead) {
+  const int st = row_stages(threads);
+  const int gs = ks > 0 ? (ks + st - 1) / st : 0;
+  const int na = gs > 0 ? (ks + gs - 1) / gs : 0;
+  return RowSlots{st, gs, na, gs > 0 ? na + (lookahead ? 1 : 0) : 0};
+}
+
+// Rows too long to stay on chip: partial (m, s) per chunk, optional combine, then write.
+template <class T>
+struct SplitArgs {
+  const T* x;
+  T* y;
+  std::int64_t ldx, ldy;
+  std::int64_t row0;     // first row of this group of rows
+  std::int64_t cols;
+  std::int64_t chunk;    // elements per block (a multiple of the vector width)
+  std::int64_t nchunks;  // chunks per row
+  MS<T>* parts;          // [rows of the group][nchunks]
+  MS<T>* tot;            // [rows of the group], written by the combine kernel
+  std::int64_t nparts;   // partials per row the write kernel joins: nchunks (parts) or 1 (tot)
+};
+
+constexpr int kWarpBlockThreads = 128;
+constexpr int kSplitThreads = 256;
+constexpr int kRowRegisterVectors = 8;  // KR of the register-extended cluster kernel
+
+// The compiled instantiations; nullptr where none matches.
+template <class T>
+const void* warp_kernel(int vec, int group, int chunks);
+template <class T>
+const void* block_row_kernel(int vec, int threads, int group);  // group: threads per row
+template <class T>
+const void* cluster_row_kernel(int vec, int threads, int kr);
+template <class T>
+const void* split_partial_kernel(int vec);
+template <class T>
+const void* split_combine_kernel();
+template <class T>
+const void* split_write_kernel(int vec);
+
+}  // namespace impl
+}  // namespace cuda_specialized
+}  // namespace softfuse
+
+#endif

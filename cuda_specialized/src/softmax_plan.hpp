@@ -1,0 +1,108 @@
+// Private: how a softmax call is carried out (regime and launch shape), host side only.
+// Used by the dispatcher and by perf/cuda_specialized/softmax_kernels_bench.cu, which also
+// runs forced plans to check and time the alternatives.
+#ifndef SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_PLAN_HPP
+#define SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_PLAN_HPP
+
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+namespace softfuse {
+namespace cuda_specialized {
+namespace impl {
+
+// Read once per device (thread-safe), then kept.
+struct DeviceInfo {
+  int device = -1;
+  int cc = 0;                // 10*major + minor
+  int sms = 0;
+  int smem_optin = 0;        // opt-in shared memory per block (bytes)
+  int l2_bytes = 0;
+  int binary_version = 0;    // of the loaded machine code (90 on Hopper, 80 on Ampere/Ada)
+  bool clusters = false;     // cluster launch supported and sm_90 code loaded
+  bool available = false;    // cc >= 8.0 and the kernels load
+};
+
+enum class Regime { warp, row, split };
+
+struct Plan {
+  Regime regime = Regime::warp;
+  int vec = 1;                   // elements per access: 16/sizeof(T) when aligned, else 1
+  // warp: G lanes per row, NCH vectors per lane
+  int group = 32;
+  int chunks = 1;
+  // row: cluster of `cluster` blocks of `threads`, ks vectors per thread in shared memory
+  // and kr in registers; row_threads = 32: each warp of the block holds its own row
+  int cluster = 1;
+  int threads = 256;
+  int row_threads = 0;  // 0: the whole block (or cluster) per row
+  int lookahead = -1;   // spare slot group for the next row's first group: -1 auto, 0 off, 1 on
+  int ks = 0;
+  int kr = 0;
+  // split: elements per block, rows per pass pair (0: from the L2 size)
+  std::int64_t chunk = 0;
+  std::int64_t group_rows = 0;
+  // persistent grid (warp: blocks; row: rows in flight); 0: from the occupancy
+  std::int64_t grid = 0;
+};
+
+template <class T>
+struct Problem {
+  const T* x;
+  std::int64_t ldx;
+  T* y;
+  std::int64_t ldy;
+  std::int64_t rows;
+  std::int64_t cols;
+};
+
+// Throws std::runtime_error("softfuse::cuda_specialized::softmax: <what>: <CUDA error>").
+[[noreturn]] void throw_cuda(cudaError_t err, const char* what);
+
+const DeviceInfo& device_info(int device);
+
+// 16-byte accesses possible: cols, ldx, ldy multiples of the vector width, x and y aligned.
+template <class T>
+bool vector_ok(const Problem<T>& p);
+
+template <class T>
+Plan make_plan(const DeviceInfo& di, const Problem<T>& p);
+
+// Checks the plan against the problem and the device (std::invalid_argument if it cannot
+// run), fills in what it leaves to occupancy, and launches on `stream`.
+template <class T>
+void run_plan(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaStream_t stream);
+
+// Largest row length (elements) the on-chip regimes take; longer rows take the split path.
+template <class T>
+std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector);
+
+// Regime thresholds (row bytes unless said otherwise), chosen from H100 measurements
+// (perf/results/h100_cuda_softmax_kernels_2026-11-22.json):
+//   <= kWarpMaxRowBytes       a warp (or a part of one) per row, row in registers
+//   <= kWarpRowMaxBytes       a warp per row, row in shared memory, four rows per block
+//   <= kRowNarrowBlockBytes   a block of 128 threads per row
+//   <= kRowTargetBlockBytes   a block per row: 256 threads, 512 above kRowWideBlockBytes
+//   <= kRowPairMaxBytes       a cluster of 2 blocks per row
+//   longer                    the smallest cluster (4..16) whose blocks hold at most
+//                             kRowClusterBlockBytes, else 16
+// Clustered blocks get 512 threads when they hold more than kRowClusterWideBytes.
+constexpr std::int64_t kWarpMaxRowBytes = 4096;
+constexpr std::int64_t kWarpRowMaxBytes = 16 * 1024;
+constexpr std::int64_t kRowNarrowBlockBytes = 32 * 1024;
+constexpr std::int64_t kRowWideBlockBytes = 64 * 1024;
+constexpr std::int64_t kRowTargetBlockBytes = 128 * 1024;
+constexpr std::int64_t kRowPairMaxBytes = 256 * 1024;
+constexpr std::int64_t kRowClusterBlockBytes = 64 * 1024;
+constexpr std::int64_t kRowClusterWideBytes = 96 * 1024;
+constexpr std::int64_t kSplitChunkBytes = 64 * 1024;
+
+std::string describe(const Plan& plan);
+
+}  // namespace impl
+}  // namespace cuda_specialized
+}  // namespace softfuse
+
+#endif

@@ -1,0 +1,125 @@
+// Short rows (up to 4 KB): a group of G lanes per row (G = 1..32), the row in registers,
+// grid-stride over rows. Max and sum are reduced with shuffles only.
+#include "softmax_common.cuh"
+
+namespace softfuse {
+namespace cuda_specialized {
+namespace impl {
+
+template <class T, int V, int G, int NCH>
+__global__ void __launch_bounds__(kWarpBlockThreads)
+    softmax_warp_kernel(const WarpArgs<T> a) {
+  using P = Pack<T, V>;
+  constexpr int RPW = 32 / G;  // rows per warp and step
+  const int lane = threadIdx.x & 31;
+  const int gl = lane % G;
+  const int grp = lane / G;
+  const std::int64_t gw = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const std::int64_t nw = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
+  const std::int64_t nvec = a.cols / V;
+  const T ninf = neg_inf(T());
+
+  for (std::int64_t r0 = gw * RPW; r0 < a.rows; r0 += nw * RPW) {
+    const std::int64_t r = r0 + grp;
+    const bool rv = r < a.rows;
+    const T* xr = a.x + (rv ? r : 0) * a.ldx;
+    P v[NCH];
+#pragma unroll
+    for (int k = 0; k < NCH; ++k) {
+      const std::int64_t c = static_cast<std::int64_t>(k) * G + gl;
+      if (rv && c < nvec) {
+        v[k] = load_pack<T, V>(xr + c * V);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) v[k].v[e] = ninf;
+      }
+    }
+    T m = ninf;
+#pragma unroll
+    for (int k = 0; k < NCH; ++k) m = max_pack(v[k], m);
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) m = max_t(m, __shfl_xor_sync(0xffffffffu, m, o));
+    // exponentials kept in place: one exp per element
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < NCH; ++k) {
+      exp_pack(v[k], m);
+      s += sum_pack(v[k]);
+    }
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const T f = is_inf(m) ? quiet_nan(T()) : static_cast<T>(1.0 / s);
+    if (rv) {
+      T* yr = a.y + r * a.ldy;
+#pragma unroll
+      for (int k = 0; k < NCH; ++k) {
+        const std::int64_t c = static_cast<std::int64_t>(k) * G + gl;
+        if (c < nvec) store_pack<T, V>(yr + c * V, scale_pack(v[k], f));
+      }
+    }
+  }
+}
+
+namespace {
+template <class T, int V, int G, int NCH>
+const void* wk() {
+  return reinterpret_cast<const void*>(&softmax_warp_kernel<T, V, G, NCH>);
+}
+
+// Instantiations: G in {1,2,4,8,16} with one vector per lane, and G = 32 with NCH vectors
+// per lane (1..8 for 16-byte vectors; powers of two up to 4 KB rows for scalars).
+template <class T, int V>
+const void* warp_kernel_v(int group, int chunks) {
+  if (group < 32) {
+    if (chunks != 1) return nullptr;
+    switch (group) {
+      case 1: return wk<T, V, 1, 1>();
+      case 2: return wk<T, V, 2, 1>();
+      case 4: return wk<T, V, 4, 1>();
+      case 8: return wk<T, V, 8, 1>();
+      case 16: return wk<T, V, 16, 1>();
+      default: return nullptr;
+    }
+  }
+  if (group != 32) return nullptr;
+  if constexpr (V > 1) {
+    switch (chunks) {
+      case 1: return wk<T, V, 32, 1>();
+      case 2: return wk<T, V, 32, 2>();
+      case 3: return wk<T, V, 32, 3>();
+      case 4: return wk<T, V, 32, 4>();
+      case 5: return wk<T, V, 32, 5>();
+      case 6: return wk<T, V, 32, 6>();
+      case 7: return wk<T, V, 32, 7>();
+      case 8: return wk<T, V, 32, 8>();
+      default: return nullptr;
+    }
+  } else {
+    constexpr int maxc = 4096 / 32 / static_cast<int>(sizeof(T));
+    switch (chunks) {
+      case 1: return wk<T, 1, 32, 1>();
+      case 2: return wk<T, 1, 32, 2>();
+      case 4: return wk<T, 1, 32, 4>();
+      case 8: return wk<T, 1, 32, 8>();
+      case 16: return wk<T, 1, 32, 16>();
+      case 32: return maxc >= 32 ? wk<T, 1, 32, (maxc >= 32 ? 32 : 16)>() : nullptr;
+      default: return nullptr;
+    }
+  }
+}
+}  // namespace
+
+template <class T>
+const void* warp_kernel(int vec, int group, int chunks) {
+  constexpr int VV = 16 / static_cast<int>(sizeof(T));
+  if (vec == VV) return warp_kernel_v<T, VV>(group, chunks);
+  if (vec == 1) return warp_kernel_v<T, 1>(group, chunks);
+  return nullptr;
+}
+
+template const void* warp_kernel<float>(int, int, int);
+template const void* warp_kernel<double>(int, int, int);
+
+}  // namespace impl
+}  // namespace cuda_specialized
+}  // namespace softfuse
