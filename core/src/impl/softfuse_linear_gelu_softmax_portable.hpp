@@ -1,0 +1,50 @@
+#ifndef SOFTFUSE_IMPL_LINEAR_GELU_SOFTMAX_PORTABLE_HPP
+#define SOFTFUSE_IMPL_LINEAR_GELU_SOFTMAX_PORTABLE_HPP
+
+// The portable Linear -> GELU -> softmax: the GEMM writes the logits into y, then one row pass adds the
+// bias, applies GELU and the softmax in place.
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+#include "softfuse_row_softmax.hpp"
+#include "softfuse_linear_gemm.hpp"
+#include "softfuse_math.hpp"
+
+namespace softfuse {
+namespace Impl {
+
+template <class T>
+KOKKOS_INLINE_FUNCTION T gelu_exact(const T z) {
+  return T(0.5) * z * (T(1) + Impl::erf(z * T(0.70710678118654752440)));  // erf(z / sqrt(2))
+}
+
+template <class T>
+KOKKOS_INLINE_FUNCTION T gelu_tanh(const T z) {
+  return T(0.5) * z * (T(1) + Impl::tanh(T(0.79788456080286535588) * (z + T(0.044715) * z * z * z)));  // sqrt(2/pi)
+}
+
+template <class BView, bool Exact>
+struct BiasGeluOp {
+  BView bias;
+
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(const std::int64_t j, const T z) const {
+    const T v = z + bias(j);
+    return Exact ? gelu_exact(v) : gelu_tanh(v);
+  }
+};
+
+template <bool Exact, class ExecSpace, class XView, class WView, class BView, class YView>
+void linear_gelu_softmax_portable(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
+                                  const YView& y) {
+  linear_gemm(space, x, weight, y);
+  // Rows cached wherever they fit: op (erf, BatchNorm) then runs once per element, not twice.
+  row_softmax(space, y, y, BiasGeluOp<BView, Exact>{bias}, true, "softfuse::linear_gelu_softmax[portable]");
+}
+
+}  // namespace Impl
+}  // namespace softfuse
+
+#endif

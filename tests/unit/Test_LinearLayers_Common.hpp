@@ -1,0 +1,168 @@
+#ifndef SOFTFUSE_TEST_LINEAR_LAYERS_COMMON_HPP
+#define SOFTFUSE_TEST_LINEAR_LAYERS_COMMON_HPP
+
+// What the fused-layer tests share: random layers on host and device, the double reference logits with
+// their error bounds, and the comparison of outputs against reference values and relative tolerances.
+// Include after a backends/Test_<Backend>.hpp (TestExecSpace).
+
+#include <Kokkos_Core.hpp>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "softfuse_reference_layers.hpp"
+
+namespace TestLinearLayers {
+
+using memory_space = typename TestExecSpace::memory_space;
+
+/// The unit of the error model: the type's machine epsilon.
+template <class T>
+constexpr double epsilon() {
+  return std::numeric_limits<T>::epsilon();
+}
+/// References below this are compared absolutely (underflow of exp in T).
+template <class T>
+constexpr double tiny() {
+  return std::numeric_limits<T>::min() * 16;
+}
+
+template <class T>
+std::vector<T> random_values(std::size_t n, double lo, double hi, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<T> v(n);
+  for (auto& e : v) e = static_cast<T>(dist(gen));
+  return v;
+}
+
+/// A device View of `Layout` holding values (row-major rows x cols).
+template <class Layout = Kokkos::LayoutRight, class T>
+Kokkos::View<T**, Layout, memory_space> device_matrix(const std::vector<T>& values, std::size_t rows, std::size_t cols,
+                                                      const std::string& label = "matrix") {
+  Kokkos::View<T**, Layout, memory_space> v(label, rows, cols);
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) h(i, j) = values[i * cols + j];
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
+template <class T>
+Kokkos::View<T*, memory_space> device_vector(const std::vector<T>& values, const std::string& label = "vector") {
+  Kokkos::View<T*, memory_space> v(label, values.size());
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t j = 0; j < values.size(); ++j) h(j) = values[j];
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
+/// A View's values on the host, row-major.
+template <class View>
+std::vector<typename View::non_const_value_type> host_values(const View& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  std::vector<typename View::non_const_value_type> out;
+  if constexpr (static_cast<int>(View::rank) == 1) {
+    for (std::size_t j = 0; j < h.extent(0); ++j) out.push_back(h(j));
+  } else {
+    for (std::size_t i = 0; i < h.extent(0); ++i)
+      for (std::size_t j = 0; j < h.extent(1); ++j) out.push_back(h(i, j));
+  }
+  return out;
+}
+
+template <class T>
+std::vector<double> to_double(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+struct Range {
+  double lo, hi;
+};
+
+/// A Linear layer and its input: x [batch, in], w [out, in], b [out], on the host. Defaults are the
+/// reference workload's: x uniform [0, 1), w and b uniform within 1/sqrt(in) (the framework's init).
+template <class T>
+struct Linear {
+  std::size_t batch, in, out;
+  Range xr;
+  std::vector<T> x, w, b;
+
+  Linear(std::size_t batch_, std::size_t in_, std::size_t out_, std::uint64_t seed, Range x_range = {0, 1},
+         double w_bound = 0, Range br = {0, 0})
+      : batch(batch_), in(in_), out(out_), xr(x_range) {
+    const double bound = 1 / std::sqrt(static_cast<double>(in ? in : 1));
+    if (w_bound == 0) w_bound = bound;
+    if (br.lo == 0 && br.hi == 0) br = {-bound, bound};
+    x = random_values<T>(batch * in, xr.lo, xr.hi, seed);
+    w = random_values<T>(out * in, -w_bound, w_bound, seed + 1);
+    b = random_values<T>(out, br.lo, br.hi, seed + 2);
+  }
+
+  /// The reference logits z [batch, out] (bias included) and their error bounds e [batch, out]; without
+  /// `bias_rounded`, the bias is left out of the bounds (BatchNorm in training mode, where it cancels).
+  void reference(std::vector<double>& z, std::vector<double>& e, bool bias_rounded = true) const {
+    z.assign(batch * out, 0.0);
+    e.assign(batch * out, 0.0);
+    std::vector<double> peak(out);
+    for (std::size_t i = 0; i < batch; ++i) {
+      softfuse_test::reference_linear_row(x.data() + i * in, w.data(), b.data(), in, out, z.data() + i * out,
+                                          peak.data());
+      for (std::size_t j = 0; j < out; ++j)
+        e[i * out + j] = bias_rounded ? softfuse_test::logit_error(epsilon<T>(), in, peak[j], z[i * out + j], b[j])
+                                      : softfuse_test::logit_error(epsilon<T>(), in, peak[j], z[i * out + j] - b[j], 0) +
+                                            // the double reference's own rounding of z + b
+                                            softfuse_test::logit_error(epsilon<double>(), 0, 0, z[i * out + j], b[j]);
+    }
+  }
+};
+
+struct ErrorSummary {
+  double max_rel = 0;    // largest relative error found
+  double max_ratio = 0;  // largest error / tolerance
+  std::size_t bad = 0;
+};
+
+/// Compares y with the reference ref, element by element, within the relative tolerance tol (NaN-free
+/// references); reports the first failures and prints the worst error found.
+template <class T>
+ErrorSummary expect_close(const std::vector<T>& y, const std::vector<double>& ref, const std::vector<double>& tol,
+                          std::size_t cols, const std::string& what) {
+  ErrorSummary s;
+  EXPECT_EQ(y.size(), ref.size()) << what;
+  for (std::size_t k = 0; k < y.size() && k < ref.size(); ++k) {
+    const double v = y[k], r = ref[k], err = std::abs(v - r);
+    const double allowed = tol[k] * std::abs(r) + tiny<T>();
+    if (std::abs(r) >= tiny<T>()) s.max_rel = std::max(s.max_rel, err / std::abs(r));
+    s.max_ratio = std::max(s.max_ratio, err / allowed);
+    if (!(err <= allowed) && s.bad++ < 5)
+      ADD_FAILURE() << what << ": element (" << k / cols << ", " << k % cols << ") = " << v << ", reference " << r
+                    << ", relative error " << err / std::abs(r) << ", tolerance " << tol[k];
+  }
+  EXPECT_EQ(s.bad, 0u) << what;
+  std::printf("    %-72s max rel err %.2e (%.3f of tolerance)\n", what.c_str(), s.max_rel, s.max_ratio);
+  return s;
+}
+
+/// Calls f() and expects std::invalid_argument whose message holds every one of `parts`.
+template <class F>
+void expect_invalid_argument(F&& f, const std::vector<std::string>& parts, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << what << ": no exception";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << what << ": \"" << p << "\" not in: " << m;
+  }
+}
+
+}  // namespace TestLinearLayers
+
+#endif
