@@ -14,6 +14,6 @@ jobs=${SOFTFUSE_JOBS:-$(nproc)}
 
 deps=$(bash "$root/scripts/bootstrap.sh" --backend "$backend" ${SOFTFUSE_ARCH:+--arch "$SOFTFUSE_ARCH"} | tail -n1)
 cmake -S "$root" -B "$build" -C "$deps" -DCMAKE_BUILD_TYPE=Release -DSOFTFUSE_ENABLE_TESTS=OFF >&2
-cmake --build "$build" -j "$jobs" --target softfuse >&2
+cmake --build "$build" -j "$jobs" --target softfuse_cli >&2
 export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
-exec "$build/examples/softfuse_cli/softfuse" "$@"
+exec "$build/examples/softfuse" "$@"
