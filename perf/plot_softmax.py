@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""GB/s against row length on the H100 for softfuse's CUDA kernels, softfuse's portable path,
+torch.softmax, torch.compile and the device copy, from the committed results:
+
+    python3 perf/plot_softmax.py perf/results/h100_softfuse_2026-11-22.json \
+        perf/results/h100_torch_softmax_2026-11-22.json \
+        perf/results/h100_cuda_softmax_kernels_2026-11-22.json  -o perf/results/h100_softmax_gbps.png
+
+The workload shapes (shared/WORKLOADS.md) are points from one run of each program; the thin line is the
+standalone kernels' sweep at 2^28 elements per shape. 1024x8192 (32 MB, launch-bound) is left out of
+the lines: it shares its row length with 32768x8192.
+"""
+import argparse
+import json
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("softfuse")
+    ap.add_argument("torch")
+    ap.add_argument("kernels")
+    ap.add_argument("-o", "--output", required=True)
+    a = ap.parse_args()
+
+    series = {"softfuse cuda": {}, "softfuse portable": {}, "copy": {}, "torch.softmax": {}, "torch.compile": {}}
+    sf = json.load(open(a.softfuse))
+    for b in sf["benchmarks"]:
+        m = re.match(r"(copy|softmax_specialized|softmax_portable)/(\d+)x(\d+)$", b["name"])
+        if not m or int(m.group(2)) * int(m.group(3)) < 2**26:
+            continue
+        key = {"copy": "copy", "softmax_specialized": "softfuse cuda", "softmax_portable": "softfuse portable"}[m.group(1)]
+        series[key][int(m.group(3))] = b["GB/s"]
+    th = json.load(open(a.torch))
+    for s in th["shapes"]:
+        if s["rows"] * s["cols"] < 2**26:
+            continue
+        series["torch.softmax"][s["cols"]] = s["softmax"]["gbps"]
+        if "compiled" in s:
+            series["torch.compile"][s["cols"]] = s["compiled"]["gbps"]
+    sweep = sorted((b["cols"], b["gbps"]) for b in json.load(open(a.kernels))["bench"] if b["group"] == "sweep")
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    if sweep:
+        ax.plot([c for c, _ in sweep], [g for _, g in sweep], "-", lw=1, color="tab:blue", alpha=0.5,
+                label="softfuse cuda, sweep (2^28 elements)")
+    styles = {"softfuse cuda": ("o-", "tab:blue"), "softfuse portable": ("s-", "tab:green"),
+              "torch.softmax": ("^-", "tab:red"), "torch.compile": ("v-", "tab:orange"), "copy": ("--", "black")}
+    for name, pts in series.items():
+        xs = sorted(pts)
+        fmt, color = styles[name]
+        ax.plot(xs, [pts[x] for x in xs], fmt, color=color, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("row length (fp32 columns)")
+    ax.set_ylabel("GB/s (one read + one write per element)")
+    ax.set_ylim(0, 3300)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(f"softmax, {sf.get('device', 'GPU')}, {sf.get('date', '')[:10]} "
+                 "(points: the workload shapes; line: kernel sweep)", fontsize=10)
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(a.output, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
