@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "bench_timing.hpp"
 #include "softfuse_reference_layers.hpp"
 
 namespace {
@@ -207,18 +208,7 @@ void fill(const Space& space, const View& v, std::uint64_t seed, double lo, doub
 
 // ---- timing and reporting
 
-template <class Space, class F>
-double median_seconds(const Space& space, int reps, F&& f) {
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Kokkos::Timer timer;
-    f();
-    space.fence();
-    t.push_back(timer.seconds());
-  }
-  std::sort(t.begin(), t.end());
-  return reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-}
+using softfuse_bench::median_seconds;
 
 /// k indices spread evenly over [0, n), first and last included; all of them when k >= n.
 std::vector<std::int64_t> sample(std::int64_t n, std::int64_t k) {

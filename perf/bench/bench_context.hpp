@@ -8,6 +8,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,32 +18,20 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "bench_timing.hpp"
+
 namespace softfuse_bench {
 
 inline bool device_is_gpu() {
   return !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
 }
 
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /// Median wall time of `reps` fenced runs of f, after one warm-up run.
 template <class Space, class F>
-double median_seconds(const Space& space, int reps, F&& f) {
+double warm_median_seconds(const Space& space, int reps, F&& f) {
   f();
   space.fence();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Kokkos::Timer timer;
-    f();
-    space.fence();
-    t.push_back(timer.seconds());
-  }
-  return median(t);
+  return median_seconds(space, reps, f);
 }
 
 /// Counters from per-iteration times: median ms, GB/s at the median, the same-run copy's GB/s and
@@ -54,6 +44,25 @@ inline void report_bandwidth(benchmark::State& state, const std::vector<double>&
   state.counters["copy_GB/s"] = bytes / copy_seconds * 1e-9;
   state.counters["of_copy"] = copy_seconds / t;
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
+}
+
+/// Takes `--shapes=AxB[xC],…` out of argv: the dimensions of each shape (empty when not given).
+inline std::vector<std::vector<std::int64_t>> take_shapes_flag(int& argc, char** argv) {
+  std::vector<std::vector<std::int64_t>> shapes;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--shapes=", 9) != 0) continue;
+    std::stringstream list(argv[i] + 9);
+    std::string item, dim;
+    while (std::getline(list, item, ',')) {
+      std::stringstream dims(item);
+      shapes.emplace_back();
+      while (std::getline(dims, dim, 'x')) shapes.back().push_back(std::stoll(dim));
+    }
+    for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+    --argc;
+    break;
+  }
+  return shapes;
 }
 
 inline void add_context() {

@@ -15,9 +15,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -73,7 +71,7 @@ Buffers& buffers(const Shape& s) {
   Kokkos::deep_copy(b.scale, 1.5f);
   Space space;
   gemm(b);
-  b.gemm_median_s = softfuse_bench::median_seconds(space, 10, [&] { gemm(b); });
+  b.gemm_median_s = softfuse_bench::warm_median_seconds(space, 10, [&] { gemm(b); });
   return cache.emplace(s, b).first->second;
 }
 
@@ -118,21 +116,7 @@ void bm_gelu(benchmark::State& state, Shape s) {
 
 std::vector<Shape> parse_shapes(int& argc, char** argv) {
   std::vector<Shape> shapes;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--shapes=", 9) != 0) continue;
-    std::stringstream ss(argv[i] + 9);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      Shape s{};
-      std::stringstream dims(item);
-      std::string d;
-      for (int k = 0; k < 3 && std::getline(dims, d, 'x'); ++k) s[k] = std::stoll(d);
-      shapes.push_back(s);
-    }
-    for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-    --argc;
-    break;
-  }
+  for (const auto& d : softfuse_bench::take_shapes_flag(argc, argv)) shapes.push_back({d.at(0), d.at(1), d.at(2)});
   return shapes.empty() ? default_shapes() : shapes;
 }
 

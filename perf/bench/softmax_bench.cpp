@@ -12,9 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <map>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,7 +55,7 @@ Buffers& buffers(const Shape& s) {
   Kokkos::fill_random(b.x, pool, 1.0f);
   Kokkos::deep_copy(b.y, b.x);
   Space space;
-  b.copy_median_s = softfuse_bench::median_seconds(space, 20, [&] { Kokkos::deep_copy(space, b.y, b.x); });
+  b.copy_median_s = softfuse_bench::warm_median_seconds(space, 20, [&] { Kokkos::deep_copy(space, b.y, b.x); });
   return cache.emplace(s, b).first->second;
 }
 
@@ -89,18 +87,7 @@ void bm_softmax(benchmark::State& state, Shape s, softfuse::Implementation impl)
 
 std::vector<Shape> parse_shapes(int& argc, char** argv) {
   std::vector<Shape> shapes;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--shapes=", 9) != 0) continue;
-    std::stringstream ss(argv[i] + 9);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      const auto x = item.find('x');
-      shapes.emplace_back(std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1)));
-    }
-    for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-    --argc;
-    break;
-  }
+  for (const auto& d : softfuse_bench::take_shapes_flag(argc, argv)) shapes.emplace_back(d.at(0), d.at(1));
   return shapes.empty() ? default_shapes() : shapes;
 }
 

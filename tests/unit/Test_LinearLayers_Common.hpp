@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "Test_Random.hpp"
 #include "softfuse_reference_layers.hpp"
 
 namespace TestLinearLayers {
@@ -34,14 +35,7 @@ constexpr double tiny() {
   return std::numeric_limits<T>::min() * 16;
 }
 
-template <class T>
-std::vector<T> random_values(std::size_t n, double lo, double hi, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(n);
-  for (auto& e : v) e = static_cast<T>(dist(gen));
-  return v;
-}
+using softfuse_test::random_values;
 
 /// A device View of `Layout` holding values (row-major rows x cols).
 template <class Layout = Kokkos::LayoutRight, class T>

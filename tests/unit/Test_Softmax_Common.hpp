@@ -18,6 +18,7 @@
 
 #include <softfuse_softmax.hpp>
 
+#include "Test_Random.hpp"
 #include "softfuse_reference.hpp"
 
 namespace Test {
@@ -86,14 +87,7 @@ struct Matrix {
   }
 };
 
-template <class T>
-std::vector<T> random_values(std::size_t n, double lo, double hi, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(n);
-  for (auto& e : v) e = static_cast<T>(dist(gen));
-  return v;
-}
+using softfuse_test::random_values;
 
 // Compares y (row-major rows x cols) with the double reference of x; counts failures per kind.
 template <class T>
