@@ -72,12 +72,15 @@ struct SplitArgs {
 constexpr int kWarpBlockThreads = 128;
 constexpr int kSplitThreads = 256;
 constexpr int kRowRegisterVectors = 8;  // KR of the register-extended cluster kernel
+constexpr int kBlockRegisterVectors = 4;  // KR of the register-extended 128-thread block kernel
 
 // The compiled instantiations; nullptr where none matches.
 template <class T>
 const void* warp_kernel(int vec, int group, int chunks);
 template <class T>
-const void* block_row_kernel(int vec, int threads, int group);  // group: threads per row
+// group: threads per row; kr: vectors per thread in registers (0, or kBlockRegisterVectors
+// with 128-thread blocks of one row)
+const void* block_row_kernel(int vec, int threads, int group, int kr);
 template <class T>
 const void* cluster_row_kernel(int vec, int threads, int kr);
 template <class T>

@@ -19,6 +19,8 @@ struct DeviceInfo {
   int cc = 0;                // 10*major + minor
   int sms = 0;
   int smem_optin = 0;        // opt-in shared memory per block (bytes)
+  int smem_per_sm = 0;       // shared memory per SM at the largest carveout (bytes)
+  int smem_reserved = 0;     // shared memory the system reserves per block (bytes)
   int l2_bytes = 0;
   int binary_version = 0;    // of the loaded machine code (90 on Hopper, 80 on Ampere/Ada)
   bool clusters = false;     // cluster launch supported and sm_90 code loaded
@@ -46,6 +48,9 @@ struct Plan {
   std::int64_t group_rows = 0;
   // persistent grid (warp: blocks; row: rows in flight); 0: from the occupancy
   std::int64_t grid = 0;
+  // row: false launches one row group per row (the hardware replaces finished blocks or
+  // clusters) instead of a persistent grid that prefetches its next row into freed slots
+  bool persistent = true;
 };
 
 template <class T>
@@ -80,20 +85,26 @@ template <class T>
 std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector);
 
 // Regime thresholds (row bytes unless said otherwise), chosen from H100 measurements
-// (perf/results/h100_cuda_softmax_kernels_2026-11-22.json):
+// (perf/results/h100_cuda_softmax_kernels_2026-11-22.json, perf/cuda_specialized/NOTES.md):
 //   <= kWarpMaxRowBytes       a warp (or a part of one) per row, row in registers
 //   <= kWarpRowMaxBytes       a warp per row, row in shared memory, four rows per block
 //   <= kRowNarrowBlockBytes   a block of 128 threads per row
-//   <= kRowTargetBlockBytes   a block per row: 256 threads, 512 above kRowWideBlockBytes
+//   <= kRowTargetBlockBytes   a block of 256 threads per row
+//   <= kRowSingleBlockMinBytes  a cluster of 2 blocks per row
+//   <= one SM's shared memory a block of 512 threads per row
 //   <= kRowPairMaxBytes       a cluster of 2 blocks per row
 //   longer                    the smallest cluster (4..16) whose blocks hold at most
 //                             kRowClusterBlockBytes, else 16
-// Clustered blocks get 512 threads when they hold more than kRowClusterWideBytes.
+// Clustered blocks get 512 threads when they hold more than kRowClusterWideBytes. Without
+// clusters (sm_80 code) every row up to one SM's shared memory takes one block, of 512 threads
+// above kRowWideBlockBytes. Row plans without clusters launch a block per row (the hardware
+// replaces finished blocks); clusters are persistent and prefetch their next row.
 constexpr std::int64_t kWarpMaxRowBytes = 4096;
 constexpr std::int64_t kWarpRowMaxBytes = 16 * 1024;
 constexpr std::int64_t kRowNarrowBlockBytes = 32 * 1024;
 constexpr std::int64_t kRowWideBlockBytes = 64 * 1024;
-constexpr std::int64_t kRowTargetBlockBytes = 128 * 1024;
+constexpr std::int64_t kRowTargetBlockBytes = 64 * 1024;
+constexpr std::int64_t kRowSingleBlockMinBytes = 128 * 1024;
 constexpr std::int64_t kRowPairMaxBytes = 256 * 1024;
 constexpr std::int64_t kRowClusterBlockBytes = 64 * 1024;
 constexpr std::int64_t kRowClusterWideBytes = 96 * 1024;

@@ -37,10 +37,12 @@ __host__ __device__ constexpr int row_stages() {
   return row_stages(NT);
 }
 
-// Blocks per SM the register allocation must allow (shared memory usually limits first).
+// Blocks per SM the register allocation must allow (shared memory usually limits first). The
+// 512-thread register-extended kernel (one block per SM) gets all the registers it wants; the
+// 128-thread one keeps 8 blocks per SM (its smaller shared-memory share is the point of it).
 template <int NT, int KR>
 constexpr int row_min_blocks() {
-  return KR > 0 ? 1 : (NT == 128 ? 8 : (NT == 256 ? 5 : 2));
+  return (KR > 0 && NT >= 512) ? 1 : (NT == 128 ? 8 : (NT == 256 ? 5 : 2));
 }
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # One pass on a GPU machine, from the repository root:
-#   perf/cuda_specialized/run_device.sh OUTDIR [build] [sass] [check] [bench] [torch] [ncu] [sanitize]
-# (no step named: all of them). At most six files land in OUTDIR: cuda_softmax.json, bench.log,
-# torch_softmax.json, torch.log, tools.log (ncu, memcheck, racecheck), misc.log (GPU state,
-# build log, SASS opcode histogram, resource usage). A short summary is printed last.
+#   perf/cuda_specialized/run_device.sh OUTDIR [build] [sass] [bench] [torch] [check] [sanitize] [ncu]
+# (no step named: all of them). Without `build` it uses the binary carried in build_gpu/ (built
+# with the nvcc command in NOTES.md). Steps run in this order: build, sass, bench (alone on the GPU:
+# timing), torch (eager and torch.compile; TORCH_ARGS=--no-compile for eager only), then check
+# and sanitize side by side (no timing: the full --check suite and compute-sanitizer memcheck,
+# racecheck, initcheck and synccheck on --check-sanitize, each its own process), then ncu.
+# At most eight files land in OUTDIR: bench.json, bench.log, check.json, check.log,
+# torch_softmax.json, torch.log, tools.log (sanitizer summaries and findings, ncu),
+# misc.log (GPU state, build log, SASS opcode histogram, resource usage). A summary is printed last.
 set -u
 OUT=${1:?OUTDIR}; shift
-STEPS=" ${*:-build sass check bench torch ncu sanitize} "
+STEPS=" ${*:-build sass bench torch check sanitize ncu} "
 has() { [[ "$STEPS" == *" $1 "* ]]; }
 mkdir -p "$OUT"
 MISC="$OUT/misc.log"; TOOLS="$OUT/tools.log"
 BIN=build_gpu/softmax_kernels_bench
+SAN_TIMEOUT=${SAN_TIMEOUT:-200}
 SRC="perf/cuda_specialized/softmax_kernels_bench.cu cuda_specialized/src/softmax_dispatch.cu cuda_specialized/src/softmax_warp.cu cuda_specialized/src/softmax_block.cu cuda_specialized/src/softmax_cluster.cu cuda_specialized/src/softmax_split.cu"
 FLAGS="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 -Xcompiler -fopenmp -Icuda_specialized/include -Icuda_specialized/src"
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv; nvcc --version | tail -2; } >> "$MISC" 2>&1
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv; nvcc --version | tail -2; compute-sanitizer --version | head -3; } >> "$MISC" 2>&1
 if has build; then
   mkdir -p build_dev_obj
   t0=$(date +%s)
@@ -38,18 +44,49 @@ if has sass && [[ -f build_dev_obj/softmax_cluster.o ]]; then
   echo "== resource usage" >> "$MISC"
   for o in softmax_cluster softmax_block softmax_warp; do cuobjdump --dump-resource-usage "build_dev_obj/$o.o" >> "$MISC" 2>&1; done
 fi
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-16}
 RC=0
-ARGS=""
-has check && ARGS="$ARGS --check"
-has bench && ARGS="$ARGS --bench"
-if [[ -n "$ARGS" ]]; then
-  $BIN $ARGS --json "$OUT/cuda_softmax.json" > "$OUT/bench.log" 2>&1 || RC=$?
-  echo "bench rc=$RC"
+if has bench; then
+  t0=$(date +%s)
+  OMP_NUM_THREADS=16 $BIN --bench --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1 || RC=$?
+  echo "bench rc=$RC ($(( $(date +%s) - t0 )) s)"
 fi
 if has torch; then
-  PYTHONUNBUFFERED=1 timeout 300 python3 perf/torch_baseline/softmax_torch.py --json "$OUT/torch_softmax.json" > "$OUT/torch.log" 2>&1
-  echo "torch rc=$?"
+  t0=$(date +%s)
+  PYTHONUNBUFFERED=1 timeout 300 python3 perf/torch_baseline/softmax_torch.py ${TORCH_ARGS:-} --json "$OUT/torch_softmax.json" > "$OUT/torch.log" 2>&1
+  echo "torch rc=$? ($(( $(date +%s) - t0 )) s)"
+fi
+# Correctness work, no timing: side by side.
+pids=(); names=()
+if has check; then
+  OMP_NUM_THREADS=8 $BIN --check --json "$OUT/check.json" > "$OUT/check.log" 2>&1 & pids+=($!); names+=(check)
+fi
+if has sanitize; then
+  for tool in memcheck racecheck initcheck synccheck; do
+    extra=""; args=""
+    [[ $tool == racecheck ]] && extra="--racecheck-report all"
+    # synccheck faulted (illegal address) on the first cluster-16 case of the 2026-11-22 run, where
+    # memcheck and racecheck ran the same case clean: clusters of up to 8 under synccheck
+    [[ $tool == synccheck ]] && args="--max-cluster 8"
+    ( s0=$(date +%s)
+      OMP_NUM_THREADS=2 timeout "$SAN_TIMEOUT" compute-sanitizer --tool $tool $extra --print-limit 50 \
+        $BIN --check-sanitize $args > "/tmp/san_$tool.log" 2>&1
+      echo "rc=$? seconds=$(( $(date +%s) - s0 ))" >> "/tmp/san_$tool.log" ) & pids+=($!); names+=($tool)
+  done
+fi
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}"; r=$?
+  [[ ${names[$i]} == check ]] && { echo "check rc=$r"; [[ $r != 0 ]] && RC=$r; }
+done
+if has sanitize; then
+  for tool in memcheck racecheck initcheck synccheck; do
+    f="/tmp/san_$tool.log"
+    {
+      echo "== compute-sanitizer --tool $tool $([[ $tool == racecheck ]] && echo '--racecheck-report all ')softmax_kernels_bench --check-sanitize$([[ $tool == synccheck ]] && echo ' --max-cluster 8')"
+      echo "$(grep -c '^ok ' "$f") cases ok, $(grep -c '^FAIL' "$f") failed, $(grep -c '^skip ' "$f") skipped; regimes/plans covered:"
+      grep -E '^(ok|FAIL) ' "$f" | awk '{k=""; on=0; for(i=1;i<=NF;i++){ if ($i ~ /^(warp|warprow|block|cluster|split)$/) on=1; if ($i=="max_rel") break; if (on && $i !~ /^(ks|chunk|group_rows|grid)=/) k=k" "$i }; print k}' | sort | uniq -c
+      grep -vE '^(ok|device|on-chip|skip) ' "$f" | head -n 200
+    } >> "$TOOLS"
+  done
 fi
 if has ncu; then
   for shape in 512x393216 128x1048576; do
@@ -59,22 +96,9 @@ if has ncu; then
     echo "ncu $shape rc=$?"
   done
 fi
-if has sanitize || has memcheck; then
-  echo "== memcheck" >> "$TOOLS"
-  timeout 150 compute-sanitizer --tool memcheck --print-limit 20 $BIN --check-small > "$OUT/san.tmp" 2>&1; r=$?
-  echo "memcheck rc=$r"; grep -vE "^ok " "$OUT/san.tmp" >> "$TOOLS"; echo "memcheck rc=$r, $(grep -c '^ok ' "$OUT/san.tmp") cases ok" >> "$TOOLS"
-fi
-if has sanitize; then
-  echo "== racecheck" >> "$TOOLS"
-  timeout 180 compute-sanitizer --tool racecheck --racecheck-report all --print-limit 20 $BIN --check-small > "$OUT/san.tmp" 2>&1; r=$?
-  echo "racecheck rc=$r"; grep -vE "^ok " "$OUT/san.tmp" >> "$TOOLS"; echo "racecheck rc=$r, $(grep -c '^ok ' "$OUT/san.tmp") cases ok" >> "$TOOLS"
-  rm -f "$OUT/san.tmp"
-fi
-rm -f "$OUT/san.tmp"
 echo "==== summary"
 head -n 3 "$MISC"
-grep -E "^device|^on-chip|^checks:|FAIL|^shape|^alternative|PASSED|FAILED|not run" "$OUT/bench.log" 2>/dev/null | cut -c1-220
+grep -E "^device|^checks:|FAIL|^shape|^repeat|^fenced|^offset|^alternative|^host|PASSED|FAILED|not run" "$OUT/bench.log" "$OUT/check.log" 2>/dev/null | cut -c1-230
 grep -E "^torch" "$OUT/torch.log" 2>/dev/null
-grep -E "^== |^profile|dram__bytes|gpu__time|ERROR SUMMARY|RACECHECK SUMMARY|rc=" "$TOOLS" 2>/dev/null | cut -c1-160
-grep -A 25 "SASS opcode" "$MISC" 2>/dev/null | tr -s ' ' | tr '\n' ' '; echo
+grep -E "^== |cases ok|ERROR SUMMARY|RACECHECK SUMMARY|^rc=|dram__bytes|gpu__time" "$TOOLS" 2>/dev/null | cut -c1-200
 exit $RC

@@ -10,12 +10,17 @@
 //   --check            correctness against a host double-precision reference (float and double,
 //                      in place and out of place, padded and misaligned rows, special rows,
 //                      every regime and its thresholds, forced alternative plans)
-//   --check-small      the small subset, for compute-sanitizer
+//   --check-small      the small subset
+//   --check-sanitize   a tiny set for compute-sanitizer: every regime by default plan (warp,
+//                      warp-row, block 128/256/512, clusters of 2/8/16), each out of place, in
+//                      place and misaligned, plus every forced alternative plan (clusters of 4,
+//                      register-extended kernels, lookahead, persistent and not, split)
 //   --bench            the workload shapes, a sweep of row lengths and alternative plans,
 //                      each against a same-run device-to-device copy of the same buffers
 //   --profile RxC      run the default plan of an RxC fp32 softmax once (for ncu)
 //   --json PATH        write the results as JSON
 //   --iters N          timed repetitions per shape (default 30, at least 20 recommended)
+//   --max-cluster N    checks: skip the cases whose plan uses clusters of more than N blocks
 // Exit status: non-zero when any check fails or a CUDA call fails.
 #include <algorithm>
 #include <cinttypes>
@@ -178,6 +183,7 @@ struct CaseResult {
 
 static std::vector<CaseResult> g_cases;
 static int g_failed = 0;
+static int g_max_cluster = 16;  // --max-cluster: skip cases whose plan uses larger clusters
 
 enum class Kind { out_of_place, in_place };
 
@@ -249,6 +255,16 @@ bool run_case(const CaseSpec& cs, cudaStream_t stream) {
   CK(cudaGetDevice(&dev));
   const im::DeviceInfo& di = im::device_info(dev);
   const im::Problem<T> prob{x, ld, y, ld, cs.rows, cs.cols};
+  {
+    const im::Plan pl = cs.forced ? *cs.forced : im::make_plan(di, prob);
+    if (pl.regime == im::Regime::row && pl.cluster > g_max_cluster) {
+      CK(cudaFree(dx));
+      if (dy != dx) CK(cudaFree(dy));
+      std::printf("skip %s %lldx%lld: %s (--max-cluster %d)\n", Tol<T>::name, (long long)cs.rows,
+                  (long long)cs.cols, im::describe(pl).c_str(), g_max_cluster);
+      return true;
+    }
+  }
   std::string err;
   try {
     if (cs.forced) {
@@ -324,8 +340,12 @@ static std::int64_t rows_for(std::int64_t cols, std::int64_t budget) {
   return std::max<std::int64_t>(9, std::min<std::int64_t>(4096, budget / std::max<std::int64_t>(1, cols)));
 }
 
+enum class Suite { full, small, sanitize };
+
 template <class T>
-void check_suite(const im::DeviceInfo& di, cudaStream_t stream, bool small) {
+void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
+  const bool small = suite != Suite::full;
+  const bool sanitize = suite == Suite::sanitize;
   const int VV = 16 / static_cast<int>(sizeof(T));
   const std::int64_t es = sizeof(T);
   std::vector<std::int64_t> cols_list = {1, 2, 3, 4, 5, 7, 8, 16, 31, 32, 33, 63, 64, 65, 127, 128, 129,
@@ -336,6 +356,7 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, bool small) {
   if (!small) {
     thresholds.push_back(im::kRowWideBlockBytes / es);
     thresholds.push_back(im::kRowTargetBlockBytes / es);
+    thresholds.push_back(im::kRowSingleBlockMinBytes / es);
     thresholds.push_back(2 * im::kRowClusterWideBytes / es);
     thresholds.push_back(im::kRowPairMaxBytes / es);
     for (std::int64_t c : {8, 16}) thresholds.push_back(c * im::kRowClusterBlockBytes / es);
@@ -349,6 +370,16 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, bool small) {
     for (std::int64_t c : {2047, 2048, 3000, 8192, 32768, 393216, 1048576}) cols_list.push_back(c);
     cols_list.push_back(im::onchip_max_cols<T>(di, true) + VV);  // one above the capacity
   }
+  if (sanitize) {  // one row length per default regime (row bytes), a few rows each
+    cols_list.clear();
+    for (std::int64_t b : {std::int64_t(12), std::int64_t(132), std::int64_t(400), std::int64_t(4096),
+                           im::kWarpMaxRowBytes + 16, im::kWarpRowMaxBytes, im::kWarpRowMaxBytes + 16,
+                           im::kRowNarrowBlockBytes + 16, im::kRowTargetBlockBytes,
+                           im::kRowTargetBlockBytes + 16, im::kRowSingleBlockMinBytes + 16,
+                           2 * im::kRowClusterWideBytes + 16, std::int64_t(230 * 1024),
+                           im::kRowPairMaxBytes + 16, 2 * im::kRowPairMaxBytes + 16})
+      cols_list.push_back(std::max<std::int64_t>(1, b / es));
+  }
   std::sort(cols_list.begin(), cols_list.end());
   cols_list.erase(std::unique(cols_list.begin(), cols_list.end()), cols_list.end());
 
@@ -357,8 +388,8 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, bool small) {
   for (std::int64_t cols : cols_list) {
     if (cols < 1) continue;
     const bool big = cols * es > (512 << 10);
-    const std::int64_t rows = big ? (small ? 9 : 24) : rows_for(cols, budget);
-    const std::int64_t rows_small = big ? 12 : std::min<std::int64_t>(rows, 300);
+    const std::int64_t rows = sanitize ? 9 : big ? (small ? 9 : 24) : rows_for(cols, budget);
+    const std::int64_t rows_small = sanitize ? 9 : big ? 12 : std::min<std::int64_t>(rows, 300);
     CaseSpec a;
     a.rows = rows; a.cols = cols; a.seed = ++seed; a.wide = (cols % 2) == 1;
     run_case<T>(a, stream);
@@ -368,7 +399,7 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, bool small) {
     CaseSpec c = a;  // misaligned base pointer: scalar path
     c.rows = rows_small; c.offset = 1; c.seed = ++seed;
     run_case<T>(c, stream);
-    if (!big || cols % VV == 0) {
+    if (!sanitize && (!big || cols % VV == 0)) {
       CaseSpec d = a;  // padded leading dimension (keeps vectors when cols+VV stays aligned)
       d.rows = rows_small; d.ld_pad = VV; d.seed = ++seed; d.wide = true;
       run_case<T>(d, stream);
@@ -426,6 +457,32 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, bool small) {
   }
   forced.push_back({row_plan(1, 1, 256, 9, 0), 256 * 9 - 100});
   {
+    // 128-thread blocks with kBlockRegisterVectors vectors per thread in registers: full,
+    // partial groups, no shared-memory vector at all for some threads, with lookahead
+    constexpr int KB = im::kBlockRegisterVectors;
+    forced.push_back({row_plan(VV, 1, 128, 12, KB), 128 * (12 + KB) * VV - 3 * VV});
+    forced.push_back({row_plan(VV, 1, 128, 5, KB), 128 * (5 + KB) * VV - 7 * VV});
+    forced.push_back({row_plan(VV, 1, 128, 2, KB), 128 * 3 * VV + VV});
+    im::Plan l = row_plan(VV, 1, 128, 12, KB);
+    l.lookahead = 1;
+    forced.push_back({l, 128 * (12 + KB) * VV - 5 * VV});
+    // one row group per row (non-persistent grids): block, warp-row, register-extended block,
+    // clusters of 2 and 16, register-extended cluster
+    auto np = [&](im::Plan p) { p.persistent = false; p.grid = 0; return p; };
+    forced.push_back({np(row_plan(VV, 1, 128, 16, 0)), 128 * 16 * VV - VV});
+    im::Plan w = np(row_plan(VV, 1, 128, 6, 0));
+    w.row_threads = 32;
+    forced.push_back({w, 32 * 6 * VV - 3 * VV});
+    forced.push_back({np(row_plan(VV, 1, 128, 12, KB)), 128 * 16 * VV - VV});
+    if (di.clusters) {
+      forced.push_back({np(row_plan(VV, 2, 256, 5, 0)), 2 * 256 * 5 * VV - 3 * VV});
+      forced.push_back({np(row_plan(VV, 16, 256, 2, 0)), 16 * 256 * 2 * VV - 9 * VV});
+      im::Plan c = np(row_plan(VV, 4, 512, 2, im::kRowRegisterVectors));
+      c.lookahead = 1;
+      forced.push_back({c, 4 * 512 * (2 + im::kRowRegisterVectors) * VV - 5 * VV});
+    }
+  }
+  {
     im::Plan p; p.regime = im::Regime::split; p.vec = VV; p.chunk = 1024; p.group_rows = 3;
     forced.push_back({p, 5000 - 5000 % VV});
     im::Plan q = p; q.chunk = 64; q.group_rows = 0;  // > 256 chunks: combine kernel
@@ -440,12 +497,13 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, bool small) {
   for (auto& fp : forced) {
     CaseSpec a;
     a.cols = fp.second;
-    a.rows = small ? 21 : 103;
+    a.rows = sanitize ? 9 : small ? 21 : 103;
     a.seed = ++seed;
     a.wide = true;
     a.forced = &fp.first;
     if (fp.first.vec == 1) a.offset = 1;
     run_case<T>(a, stream);
+    if (sanitize) continue;  // in place changes nothing the sanitizers look at
     CaseSpec b = a;
     b.kind = Kind::in_place;
     b.seed = ++seed;
@@ -484,8 +542,46 @@ Timing time_it(F&& f, int iters, cudaStream_t stream) {
   return {med, t.front(), t.back()};
 }
 
+// Wall clock around each call and a stream synchronize (what a caller that fences after every
+// call sees: launch and synchronization latency included), 3 warm-ups, median.
+template <class F>
+Timing time_fenced(F&& f, int iters, cudaStream_t stream) {
+  for (int i = 0; i < 3; ++i) f();
+  CK(cudaStreamSynchronize(stream));
+  std::vector<double> t(iters);
+  for (int i = 0; i < iters; ++i) {
+    const double t0 = wall();
+    f();
+    CK(cudaStreamSynchronize(stream));
+    t[i] = (wall() - t0) * 1e3;
+  }
+  std::sort(t.begin(), t.end());
+  const double med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
+  return {med, t.front(), t.back()};
+}
+
+// Host time of one call: n calls enqueued back to back (no synchronization in between), in us.
+template <class F>
+double host_us_per_call(F&& f, int n, cudaStream_t stream) {
+  f();
+  CK(cudaStreamSynchronize(stream));
+  const double t0 = wall();
+  for (int i = 0; i < n; ++i) f();
+  const double t1 = wall();
+  CK(cudaStreamSynchronize(stream));
+  return (t1 - t0) * 1e6 / n;
+}
+
+__global__ void empty_kernel() {}
+
+struct HostRow {
+  std::string what;
+  double us;
+};
+static std::vector<HostRow> g_host;
+
 struct BenchRow {
-  std::string group;  // "shape", "sweep", "alternative"
+  std::string group;  // "shape", "sweep", "alternative", "repeat", "fenced", "offset"
   std::int64_t rows, cols;
   std::string plan;
   Timing k, copy;
@@ -514,7 +610,7 @@ static bool sample_check(const float* dx, const float* dy, std::int64_t rows, st
 
 static void bench_shape(const std::string& group, float* dx, float* dy, std::int64_t rows,
                         std::int64_t cols, const im::Plan* forced, int iters, cudaStream_t stream,
-                        const Timing* copy_in = nullptr) {
+                        const Timing* copy_in = nullptr, bool fenced = false) {
   int dev = 0;
   CK(cudaGetDevice(&dev));
   const im::DeviceInfo& di = im::device_info(dev);
@@ -534,14 +630,14 @@ static void bench_shape(const std::string& group, float* dx, float* dy, std::int
     return;
   }
   CK(cudaMemset(dy, 0xFF, rows * cols * sizeof(float)));  // poison (NaN pattern) before timing
-  br.k = time_it([&] {
+  auto run = [&] {
     if (forced) im::run_plan(di, plan, prob, stream);
     else sc::softmax(dx, cols, dy, cols, rows, cols, stream);
-  }, iters, stream);
+  };
+  br.k = fenced ? time_fenced(run, iters, stream) : time_it(run, iters, stream);
   const std::size_t bytes = static_cast<std::size_t>(rows) * cols * sizeof(float);
-  br.copy = copy_in ? *copy_in : time_it([&] {
-    CK(cudaMemcpyAsync(dy, dx, bytes, cudaMemcpyDeviceToDevice, stream));
-  }, iters, stream);
+  auto copy_run = [&] { CK(cudaMemcpyAsync(dy, dx, bytes, cudaMemcpyDeviceToDevice, stream)); };
+  br.copy = copy_in ? *copy_in : fenced ? time_fenced(copy_run, iters, stream) : time_it(copy_run, iters, stream);
   if (!copy_in) {  // the copy overwrote y: recompute once for the sample check
     if (forced) im::run_plan(di, plan, prob, stream);
     else sc::softmax(dx, cols, dy, cols, rows, cols, stream);
@@ -559,8 +655,9 @@ static void bench_shape(const std::string& group, float* dx, float* dy, std::int
 }
 
 static im::Plan rowp(int cluster, int threads, int ks, int kr = 0, int row_threads = 0,
-                     int lookahead = -1) {
+                     int lookahead = -1, bool persistent = true) {
   im::Plan p;
+  p.persistent = persistent;
   p.lookahead = lookahead;
   p.regime = im::Regime::row;
   p.vec = 4;
@@ -587,19 +684,26 @@ static void bench_all(int iters, cudaStream_t stream) {
   warp_persistent.group = 32;
   warp_persistent.chunks = 8;
   warp_persistent.grid = 8 * 132;
+  constexpr int KB = im::kBlockRegisterVectors;
+  constexpr int KR = im::kRowRegisterVectors;
+  // alternatives: the plan the default replaced first (rowp's grids are persistent unless said)
   std::vector<Shape> shapes = {
-      {65536, 1024, {warp_persistent, rowp(1, 128, 8, 0, 32)}},
-      {32768, 8192, {rowp(1, 128, 16), rowp(1, 256, 8, 0, 0, 1), rowp(2, 256, 4)}},
-      {8192, 32768, {rowp(2, 256, 16), rowp(1, 256, 32)}},
-      {1024, 8192, {rowp(1, 128, 16), rowp(1, 256, 8, 0, 0, 1)}},
-      {128, 1048576, {rowp(16, 512, 24, 8, 0, 0), split}},
-      {4096, 393216, {rowp(8, 512, 24), rowp(16, 512, 12)}},
+      {65536, 1024, {warp_persistent}},
+      {32768, 8192,
+       {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
+      {8192, 32768, {rowp(1, 512, 16, 0, 0, 0), rowp(1, 512, 16, 0, 0, 0, false)}},
+      {1024, 8192, {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false)}},
+      {128, 1048576, {rowp(16, 512, 24, KR, 0, 0), rowp(16, 512, 24, KR, 0, 1), rowp(16, 512, 24, KR, 0, 0), split}},
+      {4096, 393216, {rowp(8, 512, 24)}},
       // between the workloads
-      {131072, 2048, {rowp(1, 256, 2)}},
-      {65536, 4096, {rowp(1, 256, 4), rowp(1, 128, 8)}},
-      {5461, 49152, {rowp(1, 512, 24, 0, 0, 1), rowp(2, 256, 24)}},
-      {4096, 65536, {rowp(2, 512, 16)}},
-      {512, 524288, {rowp(16, 256, 32), rowp(16, 512, 16, 0, 0, 1)}},
+      {131072, 2048, {rowp(1, 128, 16, 0, 32, 0)}},
+      {65536, 4096, {rowp(1, 128, 32, 0, 32, 0)}},
+      {16384, 16384, {rowp(1, 256, 16, 0, 0, 0)}},
+      {7710, 34816, {rowp(2, 256, 17)}},
+      {5461, 49152, {rowp(2, 256, 24)}},
+      {4681, 57344, {rowp(2, 512, 14)}},
+      {4096, 65536, {rowp(4, 256, 16)}},
+      {512, 524288, {rowp(16, 256, 32)}},
   };
   std::size_t max_elems = 0;
   for (auto& s : shapes) max_elems = std::max<std::size_t>(max_elems, s.rows * s.cols);
@@ -631,6 +735,60 @@ static void bench_all(int iters, cudaStream_t stream) {
         copy = g_bench.back().copy;
         have_copy = true;
       }
+    }
+  }
+  // The workload shapes again at their default plans: CUDA events (a second timing of the same
+  // code, for the spread), then wall clock with a synchronize after every call (as the Kokkos
+  // benchmark times), then host cost per call.
+  for (std::size_t i = 0; i < 6 && i < shapes.size(); ++i) {
+    const Shape& sh = shapes[i];
+    fill_uniform<float><<<4096, 256, 0, stream>>>(dx, sh.rows * sh.cols, 4321 + sh.cols);
+    CK(cudaGetLastError());
+    bench_shape("repeat", dx, dy, sh.rows, sh.cols, nullptr, iters, stream);
+    bench_shape("fenced", dx, dy, sh.rows, sh.cols, nullptr, iters, stream, nullptr, true);
+    if (sh.cols == 32768 || sh.cols == 8192) {
+      // the plan the default replaced, fenced
+      if (!sh.alts.empty()) {
+        const Timing fc = g_bench.back().copy;
+        bench_shape("fenced", dx, dy, sh.rows, sh.cols, &sh.alts[0], iters, stream, &fc, true);
+      }
+      // rows starting 128 bytes past a 256-byte boundary (as in a Kokkos View: allocation header)
+      bench_shape("offset", dx + 32, dy + 32, sh.rows, sh.cols, nullptr, iters, stream);
+      // the legacy default stream, fenced
+      bench_shape("fenced_legacy_stream", dx, dy, sh.rows, sh.cols, nullptr, iters, cudaStreamLegacy,
+                  nullptr, true);
+    }
+    if (i == 2) {  // 8192x32768: shared-memory carveout and cache preference, then host cost
+      const Timing fc = g_bench.back().copy;
+      // an application's device-wide cache preference must not move the row kernels
+      CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
+      bench_shape("device_prefer_shared", dx, dy, sh.rows, sh.cols, nullptr, iters, stream, &fc);
+      bench_shape("device_prefer_shared", dx, dy, sh.rows, sh.cols, &sh.alts[0], iters, stream, &fc);
+      CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferL1));
+      bench_shape("device_prefer_l1", dx, dy, sh.rows, sh.cols, nullptr, iters, stream, &fc);
+      bench_shape("device_prefer_l1", dx, dy, sh.rows, sh.cols, &sh.alts[0], iters, stream, &fc);
+      CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone));
+      bench_shape("driver_default", dx, dy, sh.rows, sh.cols, &sh.alts[0], iters, stream, &fc);
+      const std::int64_t r = sh.rows, c = sh.cols;
+      const im::Problem<float> prob{dx, c, dy, c, r, c};
+      int dev = 0;
+      CK(cudaGetDevice(&dev));
+      const im::DeviceInfo& di = im::device_info(dev);
+      const im::Plan plan = im::make_plan(di, prob);
+      const int n = 200;
+      g_host.push_back({"softfuse::cuda_specialized::softmax 8192x32768 (plan + launch)",
+                        host_us_per_call([&] { sc::softmax(dx, c, dy, c, r, c, stream); }, n, stream)});
+      g_host.push_back({"impl::run_plan 8192x32768 (launch of a ready plan)",
+                        host_us_per_call([&] { im::run_plan(di, plan, prob, stream); }, n, stream)});
+      g_host.push_back({"impl::make_plan 8192x32768 (no launch)",
+                        host_us_per_call([&] { (void)im::make_plan(di, prob); }, 100 * n, stream)});
+      g_host.push_back({"empty kernel <<<1, 32>>>",
+                        host_us_per_call([&] { empty_kernel<<<1, 32, 0, stream>>>(); }, n, stream)});
+      g_host.push_back({"cudaMemcpyAsync D2D 1 GiB",
+                        host_us_per_call([&] {
+                          CK(cudaMemcpyAsync(dy, dx, r * c * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+                        }, n, stream)});
+      for (const HostRow& h : g_host) std::printf("host        %-64s %8.2f us/call\n", h.what.c_str(), h.us);
     }
   }
   CK(cudaFree(dx));
@@ -670,7 +828,9 @@ static void write_json(const char* path, const std::string& command, const cudaD
                (long long)im::onchip_max_cols<float>(di, true), (long long)im::onchip_max_cols<float>(di, false),
                (long long)im::onchip_max_cols<double>(di, true), (long long)im::onchip_max_cols<double>(di, false));
   std::fprintf(f, "  \"timing\": \"CUDA events around each launch, %s\",\n",
-               "5 warm-ups, median of the timed repetitions; GB/s counts bytes read + written");
+               "5 warm-ups, median of the timed repetitions; GB/s counts bytes read + written; groups "
+               "fenced*: wall clock around each call plus a stream synchronize (copy likewise), 3 warm-ups; "
+               "group offset: x and y start 128 bytes past a 256-byte boundary");
   std::fprintf(f, "  \"bench\": [\n");
   for (std::size_t i = 0; i < g_bench.size(); ++i) {
     const BenchRow& b = g_bench[i];
@@ -682,6 +842,10 @@ static void write_json(const char* path, const std::string& command, const cudaD
                  b.k.median_ms, b.k.min_ms, b.k.max_ms, b.gbps, b.copy.median_ms, b.copy_gbps, b.pct,
                  b.sample_ok ? "true" : "false", i + 1 < g_bench.size() ? "," : "");
   }
+  std::fprintf(f, "  ],\n  \"host_us_per_call\": [\n");
+  for (std::size_t i = 0; i < g_host.size(); ++i)
+    std::fprintf(f, "    {\"what\": \"%s\", \"us\": %.3f}%s\n", json_escape(g_host[i].what).c_str(),
+                 g_host[i].us, i + 1 < g_host.size() ? "," : "");
   std::fprintf(f, "  ],\n  \"checks\": {\"run\": %s, \"cases\": %zu, \"failed\": %d, \"list\": [\n",
                checked ? "true" : "false", g_cases.size(), g_failed);
   for (std::size_t i = 0; i < g_cases.size(); ++i) {
@@ -696,7 +860,7 @@ static void write_json(const char* path, const std::string& command, const cudaD
 }
 
 int main(int argc, char** argv) {
-  bool check = false, check_small = false, bench = false;
+  bool check = false, check_small = false, check_sanitize = false, bench = false;
   const char* json = nullptr;
   std::int64_t prof_rows = 0, prof_cols = 0;
   int iters = 30;
@@ -706,6 +870,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--check") check = true;
     else if (a == "--check-small") check_small = true;
+    else if (a == "--check-sanitize") check_sanitize = true;
+    else if (a == "--max-cluster" && i + 1 < argc) g_max_cluster = std::atoi(argv[++i]);
     else if (a == "--bench") bench = true;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--iters" && i + 1 < argc) iters = std::max(1, std::atoi(argv[++i]));
@@ -719,7 +885,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!check && !check_small && !bench && prof_rows == 0) check = bench = true;
+  if (!check && !check_small && !check_sanitize && !bench && prof_rows == 0) check = bench = true;
 
   int dev = 0;
   CK(cudaGetDevice(&dev));
@@ -757,9 +923,10 @@ int main(int argc, char** argv) {
     CK(cudaFree(dy));
   }
   const double t0 = wall();
-  if (check || check_small) {
-    check_suite<float>(di, stream, check_small && !check);
-    check_suite<double>(di, stream, check_small && !check);
+  if (check || check_small || check_sanitize) {
+    const Suite suite = check ? Suite::full : check_small ? Suite::small : Suite::sanitize;
+    check_suite<float>(di, stream, suite);
+    check_suite<double>(di, stream, suite);
     // argument checks
     bool threw = false;
     try { sc::softmax(static_cast<const float*>(nullptr), 3, static_cast<float*>(nullptr), 2, 4, 3, stream); }
@@ -771,7 +938,7 @@ int main(int argc, char** argv) {
     std::printf("checks: %zu cases, %d failed (%.1f s)\n", g_cases.size(), g_failed, wall() - t0);
   }
   if (bench) bench_all(iters, stream);
-  if (json) write_json(json, command, prop, di, check || check_small);
+  if (json) write_json(json, command, prop, di, check || check_small || check_sanitize);
   CK(cudaStreamDestroy(stream));
   std::printf("%s: %d failure(s)\n", g_failed ? "FAILED" : "PASSED", g_failed);
   return g_failed ? 1 : 0;
