@@ -82,6 +82,14 @@ inline void add_context() {
 #endif
 }
 
+/// Records the context, then runs the registered benchmarks with Google Benchmark's own flags.
+inline void run_registered(int& argc, char** argv) {
+  add_context();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}
+
 }  // namespace softfuse_bench
 
 #endif

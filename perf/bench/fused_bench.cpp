@@ -136,10 +136,7 @@ int main(int argc, char** argv) {
       add("linear_batchnorm_softmax_training_no_workspace", bm_batchnorm, s, softfuse::BatchNormMode::training, false);
       add("linear_gelu_softmax_exact", bm_gelu, s);
     }
-    softfuse_bench::add_context();
-    benchmark::Initialize(&argc, argv);
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
+    softfuse_bench::run_registered(argc, argv);
     buffer_cache().clear();  // Views must go before Kokkos::finalize
   }
   Kokkos::finalize();

@@ -112,10 +112,7 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
     }
-    softfuse_bench::add_context();
-    benchmark::Initialize(&argc, argv);
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
+    softfuse_bench::run_registered(argc, argv);
     buffer_cache().clear();  // Views must go before Kokkos::finalize
   }
   Kokkos::finalize();
