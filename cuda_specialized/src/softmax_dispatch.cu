@@ -72,6 +72,26 @@ FuncInfo& func_info_locked(const DeviceInfo& di, const void* func, bool clustere
   return c.funcs.emplace(key, fi).first->second;
 }
 
+// A launch configuration; with `cluster` > 0 it carries that cluster dimension as an attribute,
+// stored in `attr` (which must outlive the configuration).
+cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int cluster, cudaStream_t stream,
+                                 cudaLaunchAttribute& attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  if (cluster > 0) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(cluster);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  return cfg;
+}
+
 // Resident blocks (cluster == 0: plain launch) or resident clusters of `cluster` blocks.
 // Cached: after the first call for a launch shape this is one uncontended lock and a map lookup.
 int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t smem,
@@ -97,17 +117,9 @@ int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
       n = per_sm * di.sms;
     } else {
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(static_cast<unsigned>(cluster));
-      cfg.blockDim = dim3(static_cast<unsigned>(threads));
-      cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
+      cudaLaunchAttribute attr;
+      const cudaLaunchConfig_t cfg =
+          launch_config(dim3(static_cast<unsigned>(cluster)), threads, smem, cluster, nullptr, attr);
       const cudaError_t err = cudaOccupancyMaxActiveClusters(&n, func, &cfg);
       if (err != cudaSuccess) {
         (void)cudaGetLastError();  // a refused cluster shape is an answer, not a failure
@@ -146,20 +158,8 @@ void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std
 
 void launch(const void* func, dim3 grid, int threads, std::int64_t smem, int cluster, void* args,
             cudaStream_t stream, const char* what) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (cluster > 1) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg = launch_config(grid, threads, smem, cluster > 1 ? cluster : 0, stream, attr);
   void* argv[1] = {args};
   check(cudaLaunchKernelExC(&cfg, func, argv), what);
   check(cudaGetLastError(), what);
