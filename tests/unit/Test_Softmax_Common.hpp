@@ -23,7 +23,6 @@
 
 namespace Test {
 
-
 using memory_space = typename TestExecSpace::memory_space;
 
 template <class T>

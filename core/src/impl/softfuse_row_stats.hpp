@@ -6,7 +6,7 @@
 // even for float rows: a float sum over millions of columns would drift past 1e-5.
 //
 // Semantics (those of the reference framework): a NaN element makes s NaN; a +inf element makes
-// m = +inf; a row of -inf keeps s = 0. normalize() turns the last two into NaN rows as well.
+// m = +inf; a row of -inf keeps s = 0. inverse_sum() turns the last two into NaN rows as well.
 
 #include "softfuse_math.hpp"
 #include "softfuse_row_exp.hpp"
@@ -75,12 +75,13 @@ struct RowStats {
   }
 };
 
-/// Kokkos reducer over RowStats, for nested (team / vector) parallel_reduce.
-template <class T, class Space = Kokkos::HostSpace>
+/// Kokkos reducer over RowStats, for nested (team / vector) parallel_reduce; the result lives in a
+/// thread's own variable, so its View is a HostSpace one, as for Kokkos' built-in reducers.
+template <class T>
 struct RowStatsReducer {
   using reducer = RowStatsReducer;
   using value_type = RowStats<T>;
-  using result_view_type = Kokkos::View<value_type, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using result_view_type = Kokkos::View<value_type, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
   value_type& value;
 
