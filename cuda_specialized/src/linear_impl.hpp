@@ -1,0 +1,51 @@
+// Private: the pieces of the fused layers shared by the GEMM and the row kernels.
+#ifndef SOFTFUSE_CUDA_SPECIALIZED_LINEAR_IMPL_HPP
+#define SOFTFUSE_CUDA_SPECIALIZED_LINEAR_IMPL_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "softfuse/cuda_specialized/linear.hpp"
+
+namespace softfuse {
+namespace cuda_specialized {
+namespace impl {
+
+[[noreturn]] void throw_linear_invalid(const std::string& what);
+[[noreturn]] void throw_linear_cuda(cudaError_t err, const char* what);
+inline void check_linear(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw_linear_cuda(err, what);
+}
+
+// Device memory allocated on a stream and freed on it when the owner goes out of scope (also when
+// an exception leaves the call): the stream orders every use before the free.
+class StreamBuffer {
+ public:
+  StreamBuffer(std::size_t bytes, cudaStream_t stream, const char* what);
+  ~StreamBuffer();
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  float* data() const { return static_cast<float*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+  cudaStream_t stream_;
+};
+
+// Columns of the high x high product per K-slice in tf32x3 mode; the tensor cores accumulate at
+// most this many products before the fp32 epilogue adds the slice to y.
+constexpr std::int64_t kTf32x3DefaultSlice = 1024;
+
+// y = x · weightᵀ + bias in op.precision (op.y receives the logits). tf32x3_slice: K per
+// high x high slice (tf32x3 only; the benchmark driver sweeps it).
+void linear_gemm(const LinearOperands& op, cudaStream_t stream,
+                 std::int64_t tf32x3_slice = kTf32x3DefaultSlice);
+
+}  // namespace impl
+}  // namespace cuda_specialized
+}  // namespace softfuse
+
+#endif

@@ -1,0 +1,322 @@
+// The row part of the fused layers and their public entry points.
+//
+// After the GEMM has written the logits z (bias included) into y, one block per row holds the row
+// in shared memory: u = op(z) (GELU, or the folded BatchNorm + scale), its maximum, exp(u - max)
+// and their sum in double, then y = exp(u - max) / sum. y is read once and written once.
+// BatchNorm folds per feature j into u = (z - center_j) * mul_j + add_j (workspace [center | mul |
+// add]): training mode takes the batch mean and biased variance of z in one read of the logits
+// (sums of z - z(0, j) in double, so a large mean against a small spread does not cancel) and
+// updates the running statistics there; inference mode uses the running statistics.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <cuda_runtime.h>
+#include <math_constants.h>
+
+#include "linear_impl.hpp"
+#include "softfuse/cuda_specialized/softmax.hpp"
+
+namespace softfuse {
+namespace cuda_specialized {
+namespace impl {
+
+namespace {
+
+constexpr int kRowThreads = 256;
+constexpr int kStatColumns = 32;  // features per block of the statistics kernel (a warp's width)
+constexpr int kStatGroups = 32;   // row groups per block (one warp each)
+
+struct GeluExact {
+  __device__ float operator()(std::int64_t, float z) const {
+    return 0.5f * z * (1.0f + erff(z * 0.70710678118654752440f));
+  }
+};
+
+struct GeluTanh {
+  __device__ float operator()(std::int64_t, float z) const {
+    return 0.5f * z * (1.0f + tanhf(0.79788456080286535588f * (z + 0.044715f * z * z * z)));
+  }
+};
+
+struct FeatureAffine {
+  const float* __restrict__ center;
+  const float* __restrict__ mul;
+  const float* __restrict__ add;
+  __device__ float operator()(std::int64_t j, float z) const { return (z - center[j]) * mul[j] + add[j]; }
+};
+
+template <int V>
+struct alignas(4 * V) Pack {
+  float v[V];
+};
+
+// Block-wide reduction through a warp butterfly and one shared slot per warp.
+template <class T, class F>
+__device__ T block_reduce(T v, F join, T* slots) {
+  for (int o = 16; o > 0; o >>= 1) v = join(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  __syncthreads();  // the slots may still be read from a previous reduction
+  if (lane == 0) slots[warp] = v;
+  __syncthreads();
+  T r = slots[0];
+  for (int w = 1; w < warps; ++w) r = join(r, slots[w]);
+  return r;
+}
+
+// One block per row; the row (u, then exp(u - max)) in dynamic shared memory.
+template <class Op, int V>
+__global__ void __launch_bounds__(kRowThreads) fused_row_softmax_kernel(float* __restrict__ y, std::int64_t ldy,
+                                                                         std::int64_t out, Op op) {
+  extern __shared__ float4 smem4[];
+  Pack<V>* row_s = reinterpret_cast<Pack<V>*>(smem4);
+  __shared__ double dslots[32];
+  __shared__ float fslots[32];
+  __shared__ int islots[32];
+  Pack<V>* row = reinterpret_cast<Pack<V>*>(y + static_cast<std::int64_t>(blockIdx.x) * ldy);
+  const int nvec = static_cast<int>(out / V);
+
+  float m = -CUDART_INF_F;
+  int nan_seen = 0;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+    Pack<V> p = row[i];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const float u = op(static_cast<std::int64_t>(i) * V + e, p.v[e]);
+      nan_seen |= u != u;
+      m = fmaxf(m, u);
+      p.v[e] = u;
+    }
+    row_s[i] = p;
+  }
+  const float big = block_reduce(m, [](float a, float b) { return fmaxf(a, b); }, fslots);
+  const int bad = block_reduce(nan_seen, [](int a, int b) { return a | b; }, islots);
+  if (bad || isinf(big)) {  // NaN or +inf in the row, or a row of -inf: a NaN row
+    Pack<V> q;
+#pragma unroll
+    for (int e = 0; e < V; ++e) q.v[e] = CUDART_NAN_F;
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) row[i] = q;
+    return;
+  }
+  double s = 0;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+    Pack<V> p = row_s[i];
+    float part = 0;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      p.v[e] = expf(p.v[e] - big);
+      part += p.v[e];
+    }
+    s += part;
+    row_s[i] = p;
+  }
+  const double sum = block_reduce(s, [](double a, double b) { return a + b; }, dslots);
+  const float inv = static_cast<float>(1.0 / sum);
+#pragma unroll 4
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+    Pack<V> p = row_s[i];
+#pragma unroll
+    for (int e = 0; e < V; ++e) p.v[e] *= inv;
+    row[i] = p;
+  }
+}
+
+struct BatchNormParams {
+  const float* gamma;
+  const float* beta;
+  const float* scale;
+  std::int64_t scale_size;
+  double eps;
+  float* center;  // [out] each
+  float* mul;
+  float* add;
+
+  __device__ void store(std::int64_t j, double mean, double var) const {
+    const double s = scale[scale_size == 1 ? 0 : j];
+    center[j] = static_cast<float>(mean);
+    mul[j] = static_cast<float>(s * gamma[j] / sqrt(var + eps));
+    add[j] = static_cast<float>(s * beta[j]);
+  }
+};
+
+// Block (kStatColumns, kStatGroups): lane x takes feature j0 + x, warp g the rows g, g + groups, ...
+__global__ void __launch_bounds__(kStatColumns* kStatGroups)
+    batchnorm_training_kernel(const float* __restrict__ z, std::int64_t ldz, std::int64_t rows, std::int64_t out,
+                              BatchNormParams p, float* running_mean, float* running_var, double momentum) {
+  __shared__ double s1[kStatGroups][kStatColumns + 1];
+  __shared__ double s2[kStatGroups][kStatColumns + 1];
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * kStatColumns + threadIdx.x;
+  double a = 0, b = 0;
+  if (j < out) {
+    const double shift = z[j];
+    for (std::int64_t i = threadIdx.y; i < rows; i += kStatGroups) {
+      const double d = static_cast<double>(z[i * ldz + j]) - shift;
+      a += d;
+      b += d * d;
+    }
+  }
+  s1[threadIdx.y][threadIdx.x] = a;
+  s2[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= out) return;
+  for (int g = 1; g < kStatGroups; ++g) {
+    a += s1[g][threadIdx.x];
+    b += s2[g][threadIdx.x];
+  }
+  const double n = static_cast<double>(rows), dm = a / n;
+  const double mean = static_cast<double>(z[j]) + dm;
+  const double var = fmax(b / n - dm * dm, 0.0);  // biased
+  p.store(j, mean, var);
+  running_mean[j] = static_cast<float>((1 - momentum) * running_mean[j] + momentum * mean);
+  running_var[j] = static_cast<float>((1 - momentum) * running_var[j] + momentum * var * n / (n - 1));
+}
+
+__global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __restrict__ running_mean,
+                                           const float* __restrict__ running_var, std::int64_t out) {
+  const std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (j < out) p.store(j, running_mean[j], running_var[j]);
+}
+
+// Shared memory the row kernels may use per block on each device, and the kernels already raised
+// to it (cudaFuncSetAttribute once per device and kernel).
+struct RowCache {
+  std::mutex mu;
+  std::map<int, int> smem_optin;
+  std::map<std::pair<int, const void*>, bool> raised;
+};
+
+RowCache& row_cache() {
+  static RowCache c;
+  return c;
+}
+
+int row_smem_bytes(int device) {
+  RowCache& c = row_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.smem_optin.find(device);
+  if (it != c.smem_optin.end()) return it->second;
+  int optin = 0;
+  check_linear(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device query");
+  // Less the static shared memory of the reductions (3 x 32 slots).
+  const int usable = std::max(0, optin - 32 * (8 + 4 + 4) - 1024);
+  return c.smem_optin.emplace(device, usable).first->second;
+}
+
+template <class Op, int V>
+void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t stream) {
+  const void* kernel = reinterpret_cast<const void*>(&fused_row_softmax_kernel<Op, V>);
+  const std::size_t smem = sizeof(float) * static_cast<std::size_t>(op.out);
+  {
+    RowCache& c = row_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    bool& raised = c.raised[{device, kernel}];
+    if (!raised) {
+      check_linear(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem_optin.at(device)),
+                   "cudaFuncSetAttribute");
+      raised = true;
+    }
+  }
+  const std::int64_t nvec = op.out / V;
+  const int threads = static_cast<int>(std::min<std::int64_t>(kRowThreads, std::max<std::int64_t>(32, (nvec + 31) / 32 * 32)));
+  for (std::int64_t r0 = 0; r0 < op.batch; r0 += 0x7fffffff) {  // grid.x limit
+    const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(op.batch - r0, 0x7fffffff));
+    fused_row_softmax_kernel<Op, V><<<blocks, threads, smem, stream>>>(op.y + r0 * op.ldy, op.ldy, op.out, f);
+    check_linear(cudaGetLastError(), "row kernel launch");
+  }
+}
+
+template <class Op>
+void row_softmax(int device, const LinearOperands& op, const Op& f, cudaStream_t stream) {
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(op.y) & 15u) == 0;
+  if (aligned && op.out % 4 == 0 && op.ldy % 4 == 0)
+    launch_rows<Op, 4>(device, op, f, stream);
+  else
+    launch_rows<Op, 1>(device, op, f, stream);
+}
+
+std::string extents(const LinearOperands& op) {
+  return "batch " + std::to_string(op.batch) + ", in " + std::to_string(op.in) + ", out " + std::to_string(op.out) +
+         ", ldx " + std::to_string(op.ldx) + ", ldw " + std::to_string(op.ldw) + ", ldy " + std::to_string(op.ldy);
+}
+
+// Checks the operands; returns the current device, or -1 when there is nothing to do.
+int prepare(const LinearOperands& op, const char* function) {
+  const std::string f = std::string(function) + ": ";
+  if (op.batch < 0 || op.in < 0 || op.out < 0) throw_linear_invalid(f + "negative extent (" + extents(op) + ")");
+  if (op.ldx < op.in || op.ldw < op.in || op.ldy < op.out)
+    throw_linear_invalid(f + "leading dimensions must be >= the row lengths (" + extents(op) + ")");
+  if (op.precision == GemmPrecision::tf32x3 && op.weight_split != nullptr && op.ld_split < 2 * op.in)
+    throw_linear_invalid(f + "ld_split must be >= 2 * in (" + extents(op) + ", ld_split " +
+                         std::to_string(op.ld_split) + ")");
+  if (op.batch == 0 || op.out == 0) return -1;
+  if (op.y == nullptr || op.bias == nullptr || (op.in > 0 && (op.x == nullptr || op.weight == nullptr)))
+    throw_linear_invalid(f + "null pointer for a non-empty operand (" + extents(op) + ")");
+  int device = 0;
+  check_linear(cudaGetDevice(&device), "cudaGetDevice");
+  if (!linear_available(device))
+    throw_linear_cuda(cudaErrorNoKernelImageForDevice, "no usable kernel image for the current device");
+  if (op.out > linear_max_out(device))
+    throw_linear_invalid(f + "out = " + std::to_string(op.out) + " exceeds what one block holds on this device (" +
+                         std::to_string(linear_max_out(device)) + ")");
+  return device;
+}
+
+}  // namespace
+
+}  // namespace impl
+
+bool linear_available(int device) { return softmax_available(device); }
+
+std::int64_t linear_max_out(int device) {
+  if (!linear_available(device)) return 0;
+  return impl::row_smem_bytes(device) / static_cast<int>(sizeof(float)) / 4 * 4;
+}
+
+void linear_gelu_softmax(const LinearOperands& op, bool exact_gelu, cudaStream_t stream) {
+  const int device = impl::prepare(op, "linear_gelu_softmax");
+  if (device < 0) return;
+  impl::linear_gemm(op, stream);
+  if (exact_gelu)
+    impl::row_softmax(device, op, impl::GeluExact{}, stream);
+  else
+    impl::row_softmax(device, op, impl::GeluTanh{}, stream);
+}
+
+void linear_batchnorm_softmax(const LinearOperands& op, const BatchNormOperands& bn, cudaStream_t stream) {
+  const int device = impl::prepare(op, "linear_batchnorm_softmax");
+  if (bn.training && op.batch == 1)
+    impl::throw_linear_invalid("linear_batchnorm_softmax: training mode needs more than one row (batch 1)");
+  if (bn.scale_size != 1 && bn.scale_size != op.out)
+    impl::throw_linear_invalid("linear_batchnorm_softmax: scale must have 1 or out = " + std::to_string(op.out) +
+                               " elements, not " + std::to_string(bn.scale_size));
+  if (device < 0) return;
+  if (!bn.gamma || !bn.beta || !bn.running_mean || !bn.running_var || !bn.scale)
+    impl::throw_linear_invalid("linear_batchnorm_softmax: null BatchNorm parameter");
+  std::unique_ptr<impl::StreamBuffer> own;
+  float* ws = bn.workspace;
+  if (ws == nullptr) {
+    own = std::make_unique<impl::StreamBuffer>(3 * sizeof(float) * op.out, stream, "BatchNorm workspace");
+    ws = own->data();
+  }
+  impl::linear_gemm(op, stream);
+  const impl::BatchNormParams p{bn.gamma, bn.beta, bn.scale, bn.scale_size, bn.eps, ws, ws + op.out, ws + 2 * op.out};
+  if (bn.training) {
+    const dim3 block(impl::kStatColumns, impl::kStatGroups);
+    const unsigned blocks = static_cast<unsigned>((op.out + impl::kStatColumns - 1) / impl::kStatColumns);
+    impl::batchnorm_training_kernel<<<blocks, block, 0, stream>>>(op.y, op.ldy, op.batch, op.out, p,
+                                                                  bn.running_mean, bn.running_var, bn.momentum);
+  } else {
+    const unsigned blocks = static_cast<unsigned>((op.out + 255) / 256);
+    impl::batchnorm_inference_kernel<<<blocks, 256, 0, stream>>>(p, bn.running_mean, bn.running_var, op.out);
+  }
+  impl::check_linear(cudaGetLastError(), "BatchNorm kernel launch");
+  impl::row_softmax(device, op, impl::FeatureAffine{p.center, p.mul, p.add}, stream);
+}
+
+}  // namespace cuda_specialized
+}  // namespace softfuse

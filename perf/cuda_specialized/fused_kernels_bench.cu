@@ -1,0 +1,435 @@
+// Standalone check and benchmark of softfuse's CUDA fused layers (cuda_specialized/linear.hpp):
+// Linear -> GELU -> softmax and Linear -> BatchNorm1d -> scale -> softmax in the three GEMM
+// precisions, against cuBLAS alone and an fp64 reference (cuBLAS DGEMM for the logits, the rest
+// in double on the host). Build (from the repository root):
+//
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 \
+//        -Xcompiler -fopenmp -Icuda_specialized/include -Icuda_specialized/src \
+//        perf/cuda_specialized/fused_kernels_bench.cu cuda_specialized/src/*.cu -lcublasLt -lcublas \
+//        -o build_gpu/fused_kernels_bench
+//
+//   --check           every layer x precision on odd shapes and the full workload, against fp64
+//   --check-sanitize  small shapes only (for compute-sanitizer)
+//   --bench           the 1024 x 8192 x 8192 workload: GEMMs alone, layers, tf32x3 slice sweep
+//   --json PATH       results as JSON;  --iters N  timed repetitions (default 20)
+// Exit status non-zero when a check fails.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "linear_impl.hpp"
+#include "softfuse/cuda_specialized/linear.hpp"
+
+namespace sc = softfuse::cuda_specialized;
+
+#define CK(call)                                                                                        \
+  do {                                                                                                  \
+    cudaError_t e_ = (call);                                                                            \
+    if (e_ != cudaSuccess) {                                                                            \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);    \
+      std::exit(2);                                                                                     \
+    }                                                                                                   \
+  } while (0)
+#define CB(call)                                                                      \
+  do {                                                                                \
+    if ((call) != CUBLAS_STATUS_SUCCESS) {                                            \
+      std::fprintf(stderr, "cuBLAS error at %s:%d\n", __FILE__, __LINE__);            \
+      std::exit(2);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+static std::uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double uniform() {  // [0, 1)
+  std::uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return double((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+}
+
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit Dev(std::size_t count) : n(count) { CK(cudaMalloc(&p, sizeof(T) * std::max<std::size_t>(n, 1))); }
+  ~Dev() { cudaFree(p); }
+  void put(const std::vector<T>& h) { CK(cudaMemcpy(p, h.data(), sizeof(T) * n, cudaMemcpyHostToDevice)); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    CK(cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+static cublasHandle_t blas() {
+  static cublasHandle_t h = [] {
+    cublasHandle_t x;
+    CB(cublasCreate(&x));
+    return x;
+  }();
+  return h;
+}
+
+// A problem: x [batch, in] uniform [0, 1), weight [out, in] and bias uniform in +-1/sqrt(in) (the
+// reference framework's Linear initialization), BatchNorm parameters around their defaults.
+struct Problem {
+  std::int64_t batch, in, out, ldy;
+  std::vector<float> x, w, b, gamma, beta, rmean, rvar, scale;
+  std::vector<double> z64;  // fp64 logits x wᵀ + b
+};
+
+static Problem make_problem(std::int64_t batch, std::int64_t in, std::int64_t out, std::int64_t ldy, bool vector_scale,
+                            double bias_offset = 0) {
+  Problem p{batch, in, out, ldy};
+  const double r = 1 / std::sqrt(double(std::max<std::int64_t>(in, 1)));
+  p.x.resize(batch * in);
+  p.w.resize(out * in);
+  p.b.resize(out);
+  for (auto& v : p.x) v = float(uniform());
+  for (auto& v : p.w) v = float((2 * uniform() - 1) * r);
+  for (auto& v : p.b) v = float((2 * uniform() - 1) * r + bias_offset);
+  p.gamma.resize(out);
+  p.beta.resize(out);
+  p.rmean.resize(out);
+  p.rvar.resize(out);
+  for (std::int64_t j = 0; j < out; ++j) {
+    p.gamma[j] = float(0.5 + uniform());
+    p.beta[j] = float(uniform() - 0.5);
+    p.rmean[j] = float(bias_offset + 0.2 * (uniform() - 0.5));
+    p.rvar[j] = float(0.5 + uniform());
+  }
+  p.scale.assign(vector_scale ? out : 1, 0.f);
+  for (auto& v : p.scale) v = float(0.5 + 2 * uniform());
+  // fp64 logits on the device (cuBLAS DGEMM: fp64 FMA throughout)
+  Dev<double> xd(batch * in), wd(out * in), zd(batch * out);
+  xd.put(std::vector<double>(p.x.begin(), p.x.end()));
+  wd.put(std::vector<double>(p.w.begin(), p.w.end()));
+  const double one = 1, zero = 0;
+  if (in > 0 && batch > 0 && out > 0)
+    CB(cublasDgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(out), int(batch), int(in), &one, wd.p, int(in), xd.p, int(in),
+                   &zero, zd.p, int(out)));
+  else
+    CK(cudaMemset(zd.p, 0, sizeof(double) * zd.n));
+  CK(cudaDeviceSynchronize());
+  p.z64 = zd.get();
+  for (std::int64_t i = 0; i < batch; ++i)
+    for (std::int64_t j = 0; j < out; ++j) p.z64[i * out + j] += p.b[j];
+  return p;
+}
+
+enum class Layer { gelu_exact, gelu_tanh, bn_train, bn_infer };
+static const char* name(Layer l) {
+  return l == Layer::gelu_exact ? "gelu_exact" : l == Layer::gelu_tanh ? "gelu_tanh" : l == Layer::bn_train ? "bn_train" : "bn_infer";
+}
+static const char* name(sc::GemmPrecision p) {
+  return p == sc::GemmPrecision::fp32 ? "fp32" : p == sc::GemmPrecision::tf32 ? "tf32" : "tf32x3";
+}
+
+// fp64 reference of a layer; steps training calls update the running statistics (returned too).
+struct Reference {
+  std::vector<double> y, rmean, rvar;
+};
+static Reference reference(const Problem& p, Layer l, int steps) {
+  const std::int64_t B = p.batch, N = p.out;
+  Reference r{std::vector<double>(B * N), std::vector<double>(p.rmean.begin(), p.rmean.end()),
+              std::vector<double>(p.rvar.begin(), p.rvar.end())};
+  std::vector<double> center(N), mul(N), add(N);
+  if (l == Layer::bn_train || l == Layer::bn_infer) {
+    for (std::int64_t j = 0; j < N; ++j) {
+      double mean = p.rmean[j], var = p.rvar[j];
+      if (l == Layer::bn_train) {
+        double s = 0, q = 0;
+        for (std::int64_t i = 0; i < B; ++i) s += p.z64[i * N + j];
+        mean = s / B;
+        for (std::int64_t i = 0; i < B; ++i) q += (p.z64[i * N + j] - mean) * (p.z64[i * N + j] - mean);
+        var = q / B;
+        for (int k = 0; k < steps; ++k) {
+          r.rmean[j] = 0.9 * r.rmean[j] + 0.1 * mean;
+          r.rvar[j] = 0.9 * r.rvar[j] + 0.1 * var * B / (B - 1);
+        }
+      }
+      const double s = p.scale[p.scale.size() == 1 ? 0 : j];
+      center[j] = mean;
+      mul[j] = s * p.gamma[j] / std::sqrt(var + 1e-5);
+      add[j] = s * p.beta[j];
+    }
+  }
+#pragma omp parallel for
+  for (std::int64_t i = 0; i < B; ++i) {
+    double m = -INFINITY, s = 0;
+    std::vector<double> u(N);
+    for (std::int64_t j = 0; j < N; ++j) {
+      const double z = p.z64[i * N + j];
+      u[j] = l == Layer::gelu_exact ? 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)))
+             : l == Layer::gelu_tanh ? 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)))
+                                     : (z - center[j]) * mul[j] + add[j];
+      m = std::max(m, u[j]);
+    }
+    for (std::int64_t j = 0; j < N; ++j) s += std::exp(u[j] - m);
+    for (std::int64_t j = 0; j < N; ++j) r.y[i * N + j] = std::exp(u[j] - m) / s;
+  }
+  return r;
+}
+
+// Device copies of a problem's operands (y with pitch ldy, offset by `shift` floats to test
+// misaligned rows).
+struct DevProblem {
+  Dev<float> x, w, b, gamma, beta, rmean, rvar, scale, y, split, ws;
+  std::int64_t shift;
+  DevProblem(const Problem& p, std::int64_t shift_ = 0)
+      : x(p.x.size()), w(p.w.size()), b(p.b.size()), gamma(p.out), beta(p.out), rmean(p.out), rvar(p.out),
+        scale(p.scale.size()), y(p.batch * p.ldy + shift_), split(2 * p.w.size()), ws(3 * p.out), shift(shift_) {
+    x.put(p.x);
+    w.put(p.w);
+    b.put(p.b);
+    gamma.put(p.gamma);
+    beta.put(p.beta);
+    reset_stats(p);
+    scale.put(p.scale);
+    CK(cudaMemset(y.p, 0xff, sizeof(float) * y.n));  // NaN padding: must stay untouched
+    sc::split_weight_tf32x3(w.p, p.in, p.out, p.in, split.p, 2 * p.in, nullptr);
+  }
+  void reset_stats(const Problem& p) {
+    rmean.put(p.rmean);
+    rvar.put(p.rvar);
+  }
+  sc::LinearOperands ops(const Problem& p, sc::GemmPrecision prec, bool presplit = true) const {
+    return {x.p, p.in, w.p, p.in, b.p, y.p + shift, p.ldy, p.batch, p.in, p.out, prec,
+            presplit ? split.p : nullptr, 2 * p.in};
+  }
+  void run(const Problem& p, Layer l, sc::GemmPrecision prec, cudaStream_t s = nullptr, bool presplit = true) {
+    const sc::LinearOperands o = ops(p, prec, presplit);
+    if (l == Layer::gelu_exact || l == Layer::gelu_tanh) {
+      sc::linear_gelu_softmax(o, l == Layer::gelu_exact, s);
+    } else {
+      const sc::BatchNormOperands bn{gamma.p, beta.p, rmean.p, rvar.p, scale.p, std::int64_t(scale.n),
+                                     l == Layer::bn_train, 1e-5, 0.1, presplit ? ws.p : nullptr};
+      sc::linear_batchnorm_softmax(o, bn, s);
+    }
+  }
+};
+
+static int failures = 0;
+static std::string json_checks;
+
+struct Errors {
+  double y_max_abs = 0, y_norm = 0, row_sum = 0, stats = 0;
+  bool padding_ok = true;
+};
+
+static Errors compare(const Problem& p, const DevProblem& d, const Reference& r, bool stats) {
+  Errors e;
+  const std::vector<float> y = d.y.get();
+  double num = 0, den = 0;
+  for (std::int64_t i = 0; i < p.batch; ++i) {
+    double rs = 0;
+    for (std::int64_t j = 0; j < p.ldy; ++j) {
+      const float v = y[d.shift + i * p.ldy + j];
+      if (j >= p.out) {
+        e.padding_ok = e.padding_ok && std::isnan(v);
+        continue;
+      }
+      const double ref = r.y[i * p.out + j], diff = std::fabs(v - ref);
+      e.y_max_abs = std::max(e.y_max_abs, std::isnan(v) ? INFINITY : diff);
+      num += diff * diff;
+      den += ref * ref;
+      rs += v;
+    }
+    e.row_sum = std::max(e.row_sum, std::fabs(rs - 1));
+  }
+  e.y_norm = std::sqrt(num / den);
+  if (stats) {
+    const std::vector<float> m = d.rmean.get(), v = d.rvar.get();
+    for (std::int64_t j = 0; j < p.out; ++j)
+      e.stats = std::max({e.stats, std::fabs(m[j] - r.rmean[j]) / (std::fabs(r.rmean[j]) + 1),
+                          std::fabs(v[j] - r.rvar[j]) / r.rvar[j]});
+  }
+  return e;
+}
+
+// Tolerances from the GEMM precision: the softmax carries the logits' absolute error into relative
+// output error; a norm-wise y error bound per mode (measured values are printed and kept).
+static double tolerance(sc::GemmPrecision prec) {
+  return prec == sc::GemmPrecision::tf32 ? 5e-3 : 2e-5;
+}
+
+static void check_case(const Problem& p, const char* label, std::int64_t shift, const std::vector<Layer>& layers,
+                       bool presplit = true) {
+  for (Layer l : layers) {
+    const Reference r = reference(p, l, l == Layer::bn_train ? 3 : 0);
+    for (sc::GemmPrecision prec : {sc::GemmPrecision::fp32, sc::GemmPrecision::tf32, sc::GemmPrecision::tf32x3}) {
+      DevProblem d(p, shift);
+      const int steps = l == Layer::bn_train ? 3 : 1;
+      for (int k = 0; k < steps; ++k) d.run(p, l, prec, nullptr, presplit);
+      CK(cudaDeviceSynchronize());
+      const Errors e = compare(p, d, r, l == Layer::bn_train);
+      const double tol = tolerance(prec);
+      const bool ok = e.padding_ok && e.y_norm <= tol && e.row_sum <= 1e-5 && e.stats <= 1e-5 + (prec == sc::GemmPrecision::tf32 ? 1e-3 : 0);
+      failures += !ok;
+      std::printf("%s %-18s %-10s %-6s %ldx%ldx%ld ldy %ld shift %ld: y norm err %.2e max abs %.2e row sum %.1e stats %.1e%s\n",
+                  ok ? "ok  " : "FAIL", label, name(l), name(prec), long(p.batch), long(p.in), long(p.out),
+                  long(p.ldy), long(shift), e.y_norm, e.y_max_abs, e.row_sum, e.stats, e.padding_ok ? "" : " PADDING WRITTEN");
+      char buf[512];
+      std::snprintf(buf, sizeof buf,
+                    "%s{\"case\":\"%s\",\"layer\":\"%s\",\"precision\":\"%s\",\"batch\":%ld,\"in\":%ld,\"out\":%ld,"
+                    "\"y_norm_err\":%.3e,\"y_max_abs_err\":%.3e,\"row_sum_err\":%.3e,\"running_stats_err\":%.3e,\"ok\":%s}",
+                    json_checks.empty() ? "" : ",\n", label, name(l), name(prec), long(p.batch), long(p.in),
+                    long(p.out), e.y_norm, e.y_max_abs, e.row_sum, e.stats, ok ? "true" : "false");
+      json_checks += buf;
+    }
+  }
+}
+
+static void checks(bool small) {
+  const std::vector<Layer> all{Layer::gelu_exact, Layer::gelu_tanh, Layer::bn_train, Layer::bn_infer};
+  const std::vector<Layer> infer{Layer::gelu_exact, Layer::gelu_tanh, Layer::bn_infer};
+  check_case(make_problem(1, 37, 50, 50, false), "batch1", 0, infer);
+  check_case(make_problem(3, 33, 1000, 1000, true), "batch3", 0, all);
+  check_case(make_problem(7, 8, 17, 19, false), "odd_padded", 1, all);
+  check_case(make_problem(5, 0, 12, 12, false), "in0", 0, all);
+  check_case(make_problem(16, 40, 24, 24, true), "split_per_call", 0, all, false);
+  if (small) return;
+  check_case(make_problem(1000, 250, 333, 340, true), "b1000_odd", 3, all);
+  check_case(make_problem(64, 256, 512, 512, false, 1e3), "mean1e3", 0, {Layer::bn_train});
+  check_case(make_problem(1024, 8192, 8192, 8192, false), "workload", 0, {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer});
+}
+
+// ------------------------------------------------------------------------------------------
+// benchmark
+
+static int iters = 20;
+
+static double median_ms(const std::function<void()>& f) {
+  for (int i = 0; i < 3; ++i) f();
+  CK(cudaDeviceSynchronize());
+  std::vector<cudaEvent_t> ev(2 * iters);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  for (int i = 0; i < iters; ++i) {
+    CK(cudaEventRecord(ev[2 * i]));
+    f();
+    CK(cudaEventRecord(ev[2 * i + 1]));
+  }
+  CK(cudaDeviceSynchronize());
+  std::vector<float> t(iters);
+  for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  std::sort(t.begin(), t.end());
+  return t[iters / 2];
+}
+
+static std::string json_bench;
+static void record(const std::string& name, double ms, const std::string& extra = "") {
+  std::printf("bench %-34s %8.4f ms %s\n", name.c_str(), ms, extra.c_str());
+  json_bench += (json_bench.empty() ? "" : ",\n") + std::string("{\"name\":\"") + name + "\",\"ms\":" + std::to_string(ms) +
+                (extra.empty() ? "" : "," + extra) + "}";
+}
+
+// Norm-wise error of device logits z (pitch out) against the fp64 ones.
+static double logits_error(const Problem& p, const float* z) {
+  std::vector<float> h(p.batch * p.out);
+  CK(cudaMemcpy(h.data(), z, sizeof(float) * h.size(), cudaMemcpyDeviceToHost));
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    num += (h[i] - p.z64[i]) * (h[i] - p.z64[i]);
+    den += p.z64[i] * p.z64[i];
+  }
+  return std::sqrt(num / den);
+}
+
+static void bench() {
+  const std::int64_t B = 1024, K = 8192, N = 8192;
+  std::printf("building the fp64 reference logits...\n");
+  const Problem p = make_problem(B, K, N, N, false);
+  DevProblem d(p);
+  const float one = 1, zero = 0;
+  char extra[128];
+  // cuBLAS alone (no bias), matching precisions
+  CB(cublasSetMathMode(blas(), CUBLAS_PEDANTIC_MATH));
+  const double sg = median_ms([&] {
+    CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, int(K), d.x.p, int(K), &zero, d.y.p, int(N)));
+  });
+  std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e", logits_error(p, d.y.p));
+  record("cublas_sgemm", sg, extra);
+  CB(cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH));
+  const double tg = median_ms([&] {
+    CB(cublasGemmEx(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, CUDA_R_32F, int(K), d.x.p,
+                    CUDA_R_32F, int(K), &zero, d.y.p, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+  });
+  std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e", logits_error(p, d.y.p));
+  record("cublas_tf32", tg, extra);
+  CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+  const double cp = median_ms([&] { CK(cudaMemcpyAsync(d.split.p, d.y.p, sizeof(float) * B * N, cudaMemcpyDeviceToDevice)); });
+  record("copy_logits", cp);
+  record("split_weight", median_ms([&] { sc::split_weight_tf32x3(d.w.p, K, N, K, d.split.p, 2 * K, nullptr); }));
+
+  // the GEMM of the layers (bias in the epilogue), per precision; tf32x3 slice sweep
+  for (sc::GemmPrecision prec : {sc::GemmPrecision::fp32, sc::GemmPrecision::tf32}) {
+    const sc::LinearOperands o = d.ops(p, prec);
+    const double t = median_ms([&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr); });
+    std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e", logits_error(p, d.y.p));
+    record(std::string("lt_gemm_") + name(prec), t, extra);
+  }
+  for (std::int64_t slice : {256, 512, 1024, 2048, 4096, 8192}) {
+    const sc::LinearOperands o = d.ops(p, sc::GemmPrecision::tf32x3);
+    const double t = median_ms([&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr, slice); });
+    std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e,\"slice\":%ld", logits_error(p, d.y.p), long(slice));
+    record("lt_gemm_tf32x3_slice" + std::to_string(slice), t, extra);
+  }
+  // the layers
+  for (sc::GemmPrecision prec : {sc::GemmPrecision::fp32, sc::GemmPrecision::tf32, sc::GemmPrecision::tf32x3}) {
+    const double base = prec == sc::GemmPrecision::tf32 ? tg : sg;
+    for (Layer l : {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer}) {
+      const double t = median_ms([&] { d.run(p, l, prec); });
+      std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f", t / base);
+      record(std::string(name(l)) + "_" + name(prec), t, extra);
+    }
+  }
+  d.reset_stats(p);
+}
+
+int main(int argc, char** argv) {
+  bool do_check = false, do_small = false, do_bench = false;
+  const char* json = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--check")) do_check = true;
+    else if (!std::strcmp(argv[i], "--check-sanitize")) do_small = true;
+    else if (!std::strcmp(argv[i], "--bench")) do_bench = true;
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(5, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: %s [--check] [--check-sanitize] [--bench] [--json PATH] [--iters N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!do_check && !do_small && !do_bench) do_check = do_bench = true;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, linear_max_out %ld\n", prop.name, long(sc::linear_max_out(0)));
+  try {
+    if (do_check || do_small) checks(!do_check);
+    if (do_bench) bench();
+  } catch (const std::exception& e) {
+    std::printf("EXCEPTION %s\n", e.what());
+    return 3;
+  }
+  std::printf("checks: %d failed\n", failures);
+  if (json) {
+    FILE* f = std::fopen(json, "w");
+    std::time_t now = std::time(nullptr);
+    char date[64];
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    std::fprintf(f, "{\"date\":\"%s\",\"device\":\"%s\",\"iters\":%d,\"checks\":[\n%s],\n\"bench\":[\n%s]}\n", date,
+                 prop.name, iters, json_checks.c_str(), json_bench.c_str());
+    std::fclose(f);
+  }
+  return failures ? 1 : 0;
+}
