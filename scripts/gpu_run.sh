@@ -3,13 +3,16 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all] [ARCH]       (default: all HOPPER90)
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize] [ARCH]       (default: all HOPPER90)
 #
+# sanitize builds only the standalone kernel drivers (nvcc, no Kokkos) and runs compute-sanitizer memcheck,
+# racecheck and initcheck over their --check-sanitize sets: every CUDA kernel of softfuse on small shapes.
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
 # $OUT receives at most a handful of files (the device tool returns 8): logs.tar.gz,
 # bench_softmax.json, bench_fused.json, torch_softmax.json, results.json (the benchmarks condensed by
-# perf/summarize_benchmarks.py, with date, device, command and commit), summary.txt.
+# perf/summarize_benchmarks.py, with date, device, command and commit), summary.txt, and from the fused
+# layers' driver and the reference framework fused_kernels.json and torch_fused.json.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -48,6 +51,27 @@ commit=$(cat .gpu_bundle/commit.txt 2>/dev/null || git rev-parse --short HEAD 2>
 summary "commit $commit; $what $arch"
 nvidia-smi >"$logs/nvidia-smi.log" 2>&1
 
+if [ "$what" = sanitize ]; then
+  flags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 -Xcompiler -fopenmp"
+  flags="$flags -Icuda_specialized/include -Icuda_specialized/src"
+  mkdir -p "$build-drivers"
+  for driver in softmax_kernels_bench fused_kernels_bench; do
+    stage "build_$driver" nvcc $flags perf/cuda_specialized/$driver.cu cuda_specialized/src/*.cu -lcublasLt -lcublas \
+      -o "$build-drivers/$driver"
+  done
+  [ $status -eq 0 ] || finish
+  for tool in memcheck racecheck initcheck; do
+    for driver in softmax_kernels_bench fused_kernels_bench; do
+      extra=""; [ $tool = racecheck ] && extra="--racecheck-report all"
+      stage "${tool}_$driver" compute-sanitizer --tool $tool $extra --error-exitcode 9 --print-limit 50 \
+        "$build-drivers/$driver" --check-sanitize
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^checks:|cases" "$logs/${tool}_$driver.log" | sed "s/^/  $tool $driver: /" |
+        tee -a "$OUT/summary.txt"
+    done
+  done
+  finish
+fi
+
 stage bootstrap bash -c "bash scripts/bootstrap.sh --backend cuda --arch $arch --offline .gpu_bundle > '$logs/deps-path'"
 deps=$(tail -n1 "$logs/deps-path" 2>/dev/null)
 [ -f "$deps" ] || finish
@@ -69,6 +93,12 @@ if [ "$what" != test ]; then
     stage bench_fused "$build/perf/softfuse_bench_fused" --benchmark_out="$OUT/bench_fused.json" \
       --benchmark_out_format=json
     grep -E "^[a-z]" "$logs/bench_fused.log" | grep -v "^Run\|^Load" | tee -a "$OUT/summary.txt"
+  fi
+  if [ -x "$build/perf/fused_kernels_bench" ]; then
+    stage fused_kernels "$build/perf/fused_kernels_bench" --check --bench --json "$OUT/fused_kernels.json"
+    grep -E "^(bench|FAIL|checks)" "$logs/fused_kernels.log" | grep -v lt_sweep | tee -a "$OUT/summary.txt"
+    stage torch_fused python3 perf/torch_baseline/fused_torch.py --json "$OUT/torch_fused.json"
+    grep -E "^torch" "$logs/torch_fused.log" | tee -a "$OUT/summary.txt"
   fi
   if [ -f perf/torch_baseline/softmax_torch.py ]; then
     stage torch_softmax python3 perf/torch_baseline/softmax_torch.py --json "$OUT/torch_softmax.json"

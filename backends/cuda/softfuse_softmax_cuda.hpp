@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/softfuse_cuda_views.hpp"
 #include "impl/softfuse_softmax_spec.hpp"
 
 namespace softfuse {
@@ -22,16 +23,6 @@ struct SoftmaxSpecialization<
     std::enable_if_t<std::is_same<typename XView::memory_space, Kokkos::CudaSpace>::value &&
                      std::is_same<typename YView::memory_space, Kokkos::CudaSpace>::value>> {
   static constexpr bool exists = true;
-
-  // Distance between rows in elements; a single row has no meaningful stride(0).
-  template <class View>
-  static std::int64_t row_pitch(const View& v) {
-    return v.extent(0) <= 1 ? static_cast<std::int64_t>(v.extent(1)) : static_cast<std::int64_t>(v.stride(0));
-  }
-  template <class View>
-  static bool rows_contiguous(const View& v) {
-    return (v.extent(1) <= 1 || v.stride(1) == 1) && row_pitch(v) >= static_cast<std::int64_t>(v.extent(1));
-  }
 
   static bool applies(const Kokkos::Cuda& space, const XView& x, const YView& y) {
     return rows_contiguous(x) && rows_contiguous(y) && cuda_specialized::softmax_available(space.cuda_device());

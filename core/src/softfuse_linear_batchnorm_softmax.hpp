@@ -6,11 +6,18 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
 #include <stdexcept>
 
+#include "softfuse_config.hpp"
 #include "softfuse_implementation.hpp"
+#include "softfuse_precision.hpp"
 #include "impl/softfuse_linear_batchnorm_softmax_portable.hpp"
 #include "impl/softfuse_linear_checks.hpp"
+#include "impl/softfuse_linear_spec.hpp"
+#ifdef SOFTFUSE_HAVE_CUDA_SPECIALIZED
+#include "cuda/softfuse_linear_cuda.hpp"
+#endif
 
 namespace softfuse {
 
@@ -35,24 +42,14 @@ struct BatchNorm {
   VectorView workspace;
 };
 
-/// y(i, :) = softmax(scale * batchnorm(x(i, :) · weightᵀ + bias)) for every row i.
-///
-/// x [batch, in], weight [out, in] (the reference framework's storage), bias [out], y [batch, out]; bn's Views
-/// [out]; scale a rank-1 View of 1 element (a scalar, the reference framework's shape (1,)) or of `out`
-/// elements (one per feature). All of float or double, one value type, any layout; LayoutRight throughout is
-/// the fast path (the GEMM goes to the BLAS / cuBLAS TPL where Kokkos Kernels has one).
-/// Training mode: batch mean and biased batch variance normalize; bn.running_mean and bn.running_var become
-/// (1 - momentum) running + momentum (batch mean, unbiased batch variance), computed on the device.
-/// The GEMM (KokkosBlas::gemm) writes the logits into y, which is then transformed in place: no other
-/// [batch, out] memory is used, only 3 * out elements of bn.workspace (allocated per call if bn has none).
-/// Asynchronous on `space`; with Kokkos Kernels before 4.1, whose gemm takes no execution-space instance, the
-/// call fences `space` before the GEMM and the default instance after it.
-/// Throws std::invalid_argument when extents do not fit together, for training mode with fewer than two rows
-/// (no batch variance), and for Implementation::specialized (no backend specialization exists).
+namespace Impl {
+
+// split, ld_split: a Tf32x3Weight's split (or nullptr) for Precision::tf32x3.
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
-void linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
-                              const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
-                              Implementation implementation = Implementation::automatic) {
+void linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
+                                  const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
+                                  Implementation implementation, Precision precision, const float* split,
+                                  std::int64_t ld_split) {
   constexpr const char* function = "softfuse::linear_batchnorm_softmax";
   SOFTFUSE_IMPL_CHECK_LINEAR_VIEWS("softfuse::linear_batchnorm_softmax", ExecSpace, XView, WView, BView, YView);
   SOFTFUSE_IMPL_CHECK_OUTPUT_VIEW("softfuse::linear_batchnorm_softmax", ExecSpace, VectorView, "bn's Views", 1, XView);
@@ -75,10 +72,19 @@ void linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const WVie
                                            bn.workspace.span_is_contiguous()),
                         function, "bn.workspace must be empty or hold 3 * out = 3 * weight.extent(0) contiguous elements",
                         "bn.workspace", bn.workspace, "weight", weight);
+  bool specialized = false;
+  using Specialization = Impl::LinearSpecialization<ExecSpace>;
+  if constexpr (Specialization::exists) {
+    specialized = implementation != Implementation::portable &&
+                  Specialization::applies_batchnorm(space, x, weight, bias, bn, scale, y);
+    if (specialized)
+      Specialization::batchnorm(space, x, weight, bias, bn, training, scale, y, precision, split, ld_split);
+  }
+  if (specialized) return;
   if (implementation == Implementation::specialized)
     throw std::invalid_argument(
-        "softfuse::linear_batchnorm_softmax: Implementation::specialized requested, but this operation has no "
-        "backend specialization");
+        "softfuse::linear_batchnorm_softmax: Implementation::specialized requested, but no backend specialization "
+        "applies to this execution space and these Views");
 
   using RView = Impl::exec_view_t<ExecSpace, VectorView, false>;
   Impl::linear_batchnorm_softmax_portable(
@@ -89,13 +95,54 @@ void linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const WVie
       has_workspace ? bn.workspace.data() : nullptr);
 }
 
+}  // namespace Impl
+
+/// y(i, :) = softmax(scale * batchnorm(x(i, :) · weightᵀ + bias)) for every row i.
+///
+/// x [batch, in], weight [out, in] (the reference framework's storage), bias [out], y [batch, out]; bn's Views
+/// [out]; scale a rank-1 View of 1 element (a scalar, the reference framework's shape (1,)) or of `out`
+/// elements (one per feature). All of float or double, one value type, any layout; LayoutRight throughout is
+/// the fast path (the GEMM goes to the BLAS / cuBLAS TPL where Kokkos Kernels has one).
+/// Training mode: batch mean and biased batch variance normalize; bn.running_mean and bn.running_var become
+/// (1 - momentum) running + momentum (batch mean, unbiased batch variance), computed on the device.
+/// The GEMM (KokkosBlas::gemm) writes the logits into y, which is then transformed in place: no other
+/// [batch, out] memory is used, only 3 * out elements of bn.workspace (allocated per call if bn has none).
+/// Implementations and `precision` as for linear_gelu_softmax: the CUDA specialization (float Views in
+/// CudaSpace, rows and vectors contiguous, out small enough for one block) puts the bias into the cuBLASLt
+/// GEMM's epilogue, takes the batch statistics in one more read of the logits and finishes in one row kernel;
+/// the portable path is asynchronous on `space` except that with Kokkos Kernels before 4.1 (no instance-aware
+/// gemm) it fences `space` before the GEMM and the default instance after it.
+/// Throws std::invalid_argument when extents do not fit together, for training mode with fewer than two rows
+/// (no batch variance), and for Implementation::specialized where no specialization applies;
+/// std::runtime_error from the CUDA specialization when CUDA or cuBLASLt fails.
+template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
+void linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
+                              const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
+                              Implementation implementation = Implementation::automatic,
+                              Precision precision = Precision::fp32) {
+  Impl::linear_batchnorm_softmax_run(space, x, weight, bias, bn, scale, y, implementation, precision, nullptr, 0);
+}
+
+/// As above in Precision::tf32x3, with the weight's split made once (see Tf32x3Weight).
+template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
+void linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const Tf32x3Weight<WView>& weight,
+                              const BView& bias, const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
+                              Implementation implementation = Implementation::automatic) {
+  const auto& split = weight.split();
+  Impl::linear_batchnorm_softmax_run(space, x, weight.weight(), bias, bn, scale, y, implementation, Precision::tf32x3,
+                                     split.extent(0) ? split.data() : nullptr,
+                                     static_cast<std::int64_t>(split.extent(1)));
+}
+
 /// As above, on a default-constructed instance of y's execution space.
 template <class XView, class WView, class BView, class VectorView, class SView, class YView>
 void linear_batchnorm_softmax(const XView& x, const WView& weight, const BView& bias, const BatchNorm<VectorView>& bn,
                               const SView& scale, const YView& y,
-                              Implementation implementation = Implementation::automatic) {
+                              Implementation implementation = Implementation::automatic,
+                              Precision precision = Precision::fp32) {
   static_assert(Kokkos::is_view<YView>::value, "softfuse::linear_batchnorm_softmax: y must be a Kokkos::View");
-  linear_batchnorm_softmax(typename YView::execution_space{}, x, weight, bias, bn, scale, y, implementation);
+  linear_batchnorm_softmax(typename YView::execution_space{}, x, weight, bias, bn, scale, y, implementation,
+                           precision);
 }
 
 }  // namespace softfuse

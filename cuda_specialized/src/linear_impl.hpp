@@ -39,7 +39,7 @@ class StreamBuffer {
 // most this many products before the fp32 epilogue adds the slice to y.
 constexpr std::int64_t kTf32x3DefaultSlice = 1024;
 
-// y = x · weightᵀ + bias in op.precision (op.y receives the logits). tf32x3_slice: K per
+// y = x · weightᵀ + bias in op.precision (op.y receives the logits; op.bias may be null: no bias). tf32x3_slice: K per
 // high x high slice (tf32x3 only; the benchmark driver sweeps it).
 void linear_gemm(const LinearOperands& op, cudaStream_t stream,
                  std::int64_t tf32x3_slice = kTf32x3DefaultSlice);

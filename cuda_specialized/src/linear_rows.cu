@@ -1,10 +1,13 @@
 // The row part of the fused layers and their public entry points.
 //
-// After the GEMM has written the logits z (bias included) into y, one block per row holds the row
+// After the GEMM has written the logits z into y (bias included for GELU), one block per row holds the row
 // in shared memory: u = op(z) (GELU, or the folded BatchNorm + scale), its maximum, exp(u - max)
 // and their sum in double, then y = exp(u - max) / sum. y is read once and written once.
 // BatchNorm folds per feature j into u = (z - center_j) * mul_j + add_j (workspace [center | mul |
-// add]): training mode takes the batch mean and biased variance of z in one read of the logits
+// add]), with z the logits *without* the bias: in training mode the bias cancels (center = batch
+// mean of z), in inference mode center = running_mean - bias is formed in double. Either way no
+// float rounding of z + bias meets a cancellation (a bias of 1e3 against a spread of 1 would cost
+// ~1e-4). Training mode takes the batch mean and biased variance of z in one read of the logits
 // (sums of z - z(0, j) in double, so a large mean against a small spread does not cancel) and
 // updates the running statistics there; inference mode uses the running statistics.
 #include <algorithm>
@@ -28,30 +31,54 @@ namespace {
 
 constexpr int kRowThreads = 256;
 constexpr int kStatColumns = 32;  // features per block of the statistics kernel (a warp's width)
-constexpr int kStatGroups = 32;   // row groups per block (one warp each)
-
-struct GeluExact {
-  __device__ float operator()(std::int64_t, float z) const {
-    return 0.5f * z * (1.0f + erff(z * 0.70710678118654752440f));
-  }
-};
-
-struct GeluTanh {
-  __device__ float operator()(std::int64_t, float z) const {
-    return 0.5f * z * (1.0f + tanhf(0.79788456080286535588f * (z + 0.044715f * z * z * z)));
-  }
-};
-
-struct FeatureAffine {
-  const float* __restrict__ center;
-  const float* __restrict__ mul;
-  const float* __restrict__ add;
-  __device__ float operator()(std::int64_t j, float z) const { return (z - center[j]) * mul[j] + add[j]; }
-};
+constexpr int kStatGroups = 16;   // row groups per block (one warp each): 512 threads, so that
+                                  // several blocks share an SM and 8192 features fit in one wave
 
 template <int V>
 struct alignas(4 * V) Pack {
   float v[V];
+};
+
+// The elementwise ops apply to V consecutive features j0 .. j0 + V - 1 at once.
+struct GeluExact {
+  bool aligned() const { return true; }
+  template <int V>
+  __device__ void operator()(std::int64_t, Pack<V>& p) const {
+#pragma unroll
+    for (int e = 0; e < V; ++e) p.v[e] = 0.5f * p.v[e] * (1.0f + erff(p.v[e] * 0.70710678118654752440f));
+  }
+};
+
+struct GeluTanh {
+  bool aligned() const { return true; }
+  template <int V>
+  __device__ void operator()(std::int64_t, Pack<V>& p) const {
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const float z = p.v[e];
+      p.v[e] = 0.5f * z * (1.0f + tanhf(0.79788456080286535588f * (z + 0.044715f * z * z * z)));
+    }
+  }
+};
+
+// Vector loads of the per-feature parameters: the launcher picks V = 4 only when they are
+// 16-byte aligned too.
+struct FeatureAffine {
+  const float* __restrict__ center;
+  const float* __restrict__ mul;
+  const float* __restrict__ add;
+  template <int V>
+  __device__ void operator()(std::int64_t j0, Pack<V>& p) const {
+    const Pack<V> c = *reinterpret_cast<const Pack<V>*>(center + j0);
+    const Pack<V> m = *reinterpret_cast<const Pack<V>*>(mul + j0);
+    const Pack<V> a = *reinterpret_cast<const Pack<V>*>(add + j0);
+#pragma unroll
+    for (int e = 0; e < V; ++e) p.v[e] = (p.v[e] - c.v[e]) * m.v[e] + a.v[e];
+  }
+  bool aligned() const {
+    return ((reinterpret_cast<std::uintptr_t>(center) | reinterpret_cast<std::uintptr_t>(mul) |
+             reinterpret_cast<std::uintptr_t>(add)) & 15u) == 0;
+  }
 };
 
 // Block-wide reduction through a warp butterfly and one shared slot per warp.
@@ -84,12 +111,11 @@ __global__ void __launch_bounds__(kRowThreads) fused_row_softmax_kernel(float* _
 #pragma unroll 4
   for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
     Pack<V> p = row[i];
+    op(static_cast<std::int64_t>(i) * V, p);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      const float u = op(static_cast<std::int64_t>(i) * V + e, p.v[e]);
-      nan_seen |= u != u;
-      m = fmaxf(m, u);
-      p.v[e] = u;
+      nan_seen |= p.v[e] != p.v[e];
+      m = fmaxf(m, p.v[e]);
     }
     row_s[i] = p;
   }
@@ -127,6 +153,7 @@ __global__ void __launch_bounds__(kRowThreads) fused_row_softmax_kernel(float* _
 }
 
 struct BatchNormParams {
+  const float* bias;
   const float* gamma;
   const float* beta;
   const float* scale;
@@ -154,6 +181,7 @@ __global__ void __launch_bounds__(kStatColumns* kStatGroups)
   double a = 0, b = 0;
   if (j < out) {
     const double shift = z[j];
+#pragma unroll 4
     for (std::int64_t i = threadIdx.y; i < rows; i += kStatGroups) {
       const double d = static_cast<double>(z[i * ldz + j]) - shift;
       a += d;
@@ -169,17 +197,17 @@ __global__ void __launch_bounds__(kStatColumns* kStatGroups)
     b += s2[g][threadIdx.x];
   }
   const double n = static_cast<double>(rows), dm = a / n;
-  const double mean = static_cast<double>(z[j]) + dm;
-  const double var = fmax(b / n - dm * dm, 0.0);  // biased
+  const double mean = static_cast<double>(z[j]) + dm;  // of the bias-free logits
+  const double var = fmax(b / n - dm * dm, 0.0);        // biased
   p.store(j, mean, var);
-  running_mean[j] = static_cast<float>((1 - momentum) * running_mean[j] + momentum * mean);
+  running_mean[j] = static_cast<float>((1 - momentum) * running_mean[j] + momentum * (mean + p.bias[j]));
   running_var[j] = static_cast<float>((1 - momentum) * running_var[j] + momentum * var * n / (n - 1));
 }
 
 __global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __restrict__ running_mean,
                                            const float* __restrict__ running_var, std::int64_t out) {
   const std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
-  if (j < out) p.store(j, running_mean[j], running_var[j]);
+  if (j < out) p.store(j, static_cast<double>(running_mean[j]) - p.bias[j], running_var[j]);
 }
 
 // Shared memory the row kernels may use per block on each device, and the kernels already raised
@@ -232,7 +260,7 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
 
 template <class Op>
 void row_softmax(int device, const LinearOperands& op, const Op& f, cudaStream_t stream) {
-  const bool aligned = (reinterpret_cast<std::uintptr_t>(op.y) & 15u) == 0;
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(op.y) & 15u) == 0 && f.aligned();
   if (aligned && op.out % 4 == 0 && op.ldy % 4 == 0)
     launch_rows<Op, 4>(device, op, f, stream);
   else
@@ -303,8 +331,10 @@ void linear_batchnorm_softmax(const LinearOperands& op, const BatchNormOperands&
     own = std::make_unique<impl::StreamBuffer>(3 * sizeof(float) * op.out, stream, "BatchNorm workspace");
     ws = own->data();
   }
-  impl::linear_gemm(op, stream);
-  const impl::BatchNormParams p{bn.gamma, bn.beta, bn.scale, bn.scale_size, bn.eps, ws, ws + op.out, ws + 2 * op.out};
+  LinearOperands logits = op;  // the bias goes into the BatchNorm's affine map instead
+  logits.bias = nullptr;
+  impl::linear_gemm(logits, stream);
+  const impl::BatchNormParams p{op.bias, bn.gamma, bn.beta, bn.scale, bn.scale_size, bn.eps, ws, ws + op.out, ws + 2 * op.out};
   if (bn.training) {
     const dim3 block(impl::kStatColumns, impl::kStatGroups);
     const unsigned blocks = static_cast<unsigned>((op.out + impl::kStatColumns - 1) / impl::kStatColumns);

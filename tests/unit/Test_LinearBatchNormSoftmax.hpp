@@ -17,22 +17,6 @@
 
 namespace TestLinearLayers {
 
-using softfuse::BatchNormMode;
-
-template <class T>
-struct BatchNormCase {
-  Linear<T> lin;
-  std::vector<T> gamma, beta, running_mean, running_var, scale;
-
-  BatchNormCase(const Linear<T>& l, bool vector_scale, std::uint64_t seed)
-      : lin(l),
-        gamma(random_values<T>(l.out, -1.5, 1.5, seed + 10)),
-        beta(random_values<T>(l.out, -0.5, 0.5, seed + 11)),
-        running_mean(random_values<T>(l.out, -0.2, 0.2, seed + 12)),
-        running_var(random_values<T>(l.out, 0.5, 1.5, seed + 13)),
-        scale(vector_scale ? random_values<T>(l.out, 0.5, 3.0, seed + 14) : std::vector<T>{T(2.5)}) {}
-};
-
 // Runs `steps` steps of the layer on c (a new x each step after the first, same range), checks y after every
 // step and the running statistics after the first and the last, against the reference.
 template <class T>
@@ -51,9 +35,7 @@ void run_batchnorm(BatchNormCase<T> c, BatchNormMode mode, int steps, const std:
   bn.mode = mode;
   const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> y("y", lin.batch, out);
 
-  const auto gamma = to_double(c.gamma), beta = to_double(c.beta), sc = to_double(c.scale);
-  std::vector<double> rm = to_double(c.running_mean), rv = to_double(c.running_var);
-  std::vector<double> tol_rm(out, 0.0), tol_rv(out, 0.0);
+  BatchNormReference<T> reference(c);
   for (int step = 1; step <= steps; ++step) {
     if (step > 1) lin.x = random_values<T>(lin.x.size(), lin.xr.lo, lin.xr.hi, 1000 + step);
     const auto x = device_matrix(lin.x, lin.batch, lin.in, "x");
@@ -61,40 +43,12 @@ void run_batchnorm(BatchNormCase<T> c, BatchNormMode mode, int steps, const std:
     softfuse::linear_batchnorm_softmax(space, x, w, b, bn, scale, y);
     space.fence();
 
-    std::vector<double> z, e;
-    lin.reference(z, e, mode == BatchNormMode::inference);
-    softfuse_test::FeatureStats stats;
-    if (mode == BatchNormMode::training) {
-      stats = softfuse_test::reference_batch_stats(z, e, lin.batch, out);
-      softfuse_test::reference_running_update(stats, lin.batch, bn.momentum, epsilon<T>(), rm, rv, tol_rm, tol_rv);
-    } else {
-      stats = {rm, rv, std::vector<double>(out)};
-      for (std::size_t j = 0; j < out; ++j) stats.err[j] = 2 * epsilon<T>() * std::abs(lin.b[j] - rm[j]);
-    }
-    std::vector<double> ref(lin.batch * out), tol(lin.batch * out), row_tol;
-    for (std::size_t i = 0; i < lin.batch; ++i) {
-      softfuse_test::reference_batchnorm_softmax_row(z.data() + i * out, e.data() + i * out, stats, gamma.data(),
-                                                     beta.data(), sc.data(), sc.size(), bn.eps, out, epsilon<T>(),
-                                                     ref.data() + i * out, row_tol);
-      std::copy(row_tol.begin(), row_tol.end(), tol.begin() + i * out);
-    }
+    std::vector<double> ref, tol;
+    reference.step(c, mode, bn.eps, bn.momentum, ref, tol);
     const std::string at = what + " step " + std::to_string(step);
     expect_close(host_values(y), ref, tol, out, at + " y");
-
-    if (step != 1 && step != steps) continue;
-    const auto rm_out = host_values(bn.running_mean), rv_out = host_values(bn.running_var);
-    if (mode == BatchNormMode::inference) {
-      EXPECT_EQ(rm_out, c.running_mean) << at << ": inference changed running_mean";
-      EXPECT_EQ(rv_out, c.running_var) << at << ": inference changed running_var";
-      continue;
-    }
-    std::vector<double> rel_m(out), rel_v(out);
-    for (std::size_t j = 0; j < out; ++j) {  // expect_close takes relative tolerances
-      rel_m[j] = tol_rm[j] / std::max(std::abs(rm[j]), tiny<T>());
-      rel_v[j] = tol_rv[j] / std::max(std::abs(rv[j]), tiny<T>());
-    }
-    expect_close(rm_out, rm, rel_m, out, at + " running_mean");
-    expect_close(rv_out, rv, rel_v, out, at + " running_var");
+    if (step == 1 || step == steps)
+      reference.expect_running(c, mode, host_values(bn.running_mean), host_values(bn.running_var), at);
   }
 }
 
@@ -198,8 +152,16 @@ TEST_F(TestCategory, linear_batchnorm_softmax_bad_arguments_throw) {
   expect_invalid_argument(call(small_workspace, s1, x, y), {f, "bn.workspace is 14", "5 x 8"}, "workspace size");
   expect_invalid_argument(call(bn, s1, x, M("y", 4, 6)), {f, "5 x 8", "4 x 6"}, "y columns");
   expect_invalid_argument(call(bn, s1, M("x", 4, 7), y), {f, "4 x 7", "5 x 8"}, "x columns");
+  // No backend specializes double layers.
+  using DM = Kokkos::View<double**, memory_space>;
+  using DV = Kokkos::View<double*, memory_space>;
+  const DV d5("d5", 5);
+  const softfuse::BatchNorm<DV> dbn{d5, d5, d5, d5};
   expect_invalid_argument(
-      [&] { softfuse::linear_batchnorm_softmax(TestExecSpace(), x, w, b, bn, s1, y, softfuse::Implementation::specialized); },
+      [&] {
+        softfuse::linear_batchnorm_softmax(TestExecSpace(), DM("x", 4, 8), DM("w", 5, 8), d5, dbn, DV("s", 1),
+                                           DM("y", 4, 5), softfuse::Implementation::specialized);
+      },
       {f, "specialized"}, "specialized");
   // Batch 1 is fine in inference mode.
   softfuse::BatchNorm<V> inference = bn;

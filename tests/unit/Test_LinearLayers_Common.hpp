@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <softfuse_precision.hpp>
+
 #include "Test_Random.hpp"
 #include "softfuse_reference_layers.hpp"
 
@@ -143,6 +145,16 @@ ErrorSummary expect_close(const std::vector<T>& y, const std::vector<double>& re
   EXPECT_EQ(s.bad, 0u) << what;
   std::printf("    %-72s max rel err %.2e (%.3f of tolerance)\n", what.c_str(), s.max_rel, s.max_ratio);
   return s;
+}
+
+/// How much a GEMM precision mode widens the fp32 error bounds: its unit roundoff over fp32's (tf32: inputs
+/// rounded to 2^-11; tf32x3: the dropped low x low product and the low parts' rounding, ~2^-21).
+inline double mode_factor(softfuse::Precision p) {
+  return p == softfuse::Precision::tf32 ? 8192.0 : p == softfuse::Precision::tf32x3 ? 8.0 : 1.0;
+}
+
+inline const char* mode_name(softfuse::Precision p) {
+  return p == softfuse::Precision::tf32 ? "tf32" : p == softfuse::Precision::tf32x3 ? "tf32x3" : "fp32";
 }
 
 /// Calls f() and expects std::invalid_argument whose message holds every one of `parts`.

@@ -4,9 +4,11 @@
 //   Linear -> BatchNorm1d -> scale -> softmax: y = softmax(scale * bn(x · weightᵀ + bias))
 //
 // fp32, row-major, device memory of the current device. The GEMM runs through cuBLASLt on the
-// caller's stream with the bias in its epilogue and writes the logits into y; one row kernel then
-// applies GELU or BatchNorm and scale plus the softmax in place (one read and one write of y).
-// Training-mode BatchNorm reads the logits once more for the per-feature batch statistics.
+// caller's stream and writes the logits into y (GELU: with the bias in its epilogue; BatchNorm:
+// without, the bias going into the per-feature affine map, where it cancels or meets the running
+// mean in double); one row kernel then applies GELU or BatchNorm and scale plus the softmax in
+// place (one read and one write of y). Training-mode BatchNorm reads the logits once more for the
+// per-feature batch statistics.
 //
 // Errors: std::invalid_argument for bad extents or leading dimensions; std::runtime_error carrying
 // the CUDA or cuBLAS status (prefixed "softfuse::cuda_specialized::linear: ") when a query, an
