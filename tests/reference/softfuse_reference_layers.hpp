@@ -9,8 +9,10 @@
 // a random walk, to about sqrt(in) eps max_k |S_k| (S_k the partial sums of x_k w_k; blocked and split BLAS
 // orders have partial sums of the same size). So each logit z = x·wᵀ + b of a GEMM in T is off by about
 // e = 2 eps (sqrt(in) max_k |S_k| + |z| + |b|), the last terms for the rounding of its value: logit_error(),
-// with a safety factor of 2. A softmax input error Δu_j moves y_j by a relative Δu_j - Σ_k y_k Δu_k, so
-// |Δy_j / y_j| <= Δu_j + max_k Δu_k, plus a few roundings for exp, sum and division: softmax_tolerance().
+// with a safety factor of 2. Softmax input errors |Δu_k| <= du_k scale y_j = exp(u_j) / Σ_k exp(u_k) by a factor
+// within exp(±(du_j + max_k du_k)), so |Δy_j / y_j| <= expm1(du_j + max_k du_k) (about du_j + max_k du_k when
+// small; unbounded once the errors reach the gaps between the u, where only y in [0, 1] is left), plus a few
+// roundings for exp, sum and division: softmax_tolerance().
 
 #include <algorithm>
 #include <cmath>
@@ -51,7 +53,7 @@ inline double logit_error(double eps, std::size_t in, double peak, double z, dou
 inline void softmax_tolerance(const std::vector<double>& du, double eps, std::vector<double>& tol) {
   const double worst = du.empty() ? 0.0 : *std::max_element(du.begin(), du.end());
   tol.resize(du.size());
-  for (std::size_t j = 0; j < du.size(); ++j) tol[j] = du[j] + worst + 16 * eps;
+  for (std::size_t j = 0; j < du.size(); ++j) tol[j] = std::expm1(du[j] + worst + 16 * eps);
 }
 
 /// One row of Linear -> GELU -> softmax from its logits z [out] and their error bounds e: y [out] and its
@@ -75,11 +77,19 @@ struct FeatureStats {
 };
 
 /// Batch statistics of z [batch, out] (two-pass, biased variance), err from the logit errors e [batch, out].
+/// The mean gets one correction pass (the mean of z - mean), so its own rounding stays at an ulp or so even
+/// where the mean is huge against the spread (a bias of 1e17 on logits of spread 1).
 inline FeatureStats reference_batch_stats(const std::vector<double>& z, const std::vector<double>& e,
                                           std::size_t batch, std::size_t out) {
   FeatureStats s{std::vector<double>(out, 0.0), std::vector<double>(out, 0.0), std::vector<double>(out, 0.0)};
+  const double n = static_cast<double>(batch);
   for (std::size_t i = 0; i < batch; ++i)
-    for (std::size_t j = 0; j < out; ++j) s.mean[j] += z[i * out + j] / static_cast<double>(batch);
+    for (std::size_t j = 0; j < out; ++j) s.mean[j] += z[i * out + j] / n;
+  std::vector<double> correction(out, 0.0);
+  for (std::size_t i = 0; i < batch; ++i)
+    for (std::size_t j = 0; j < out; ++j) correction[j] += (z[i * out + j] - s.mean[j]) / n;
+  for (std::size_t j = 0; j < out; ++j)
+    if (std::isfinite(s.mean[j])) s.mean[j] += correction[j];
   for (std::size_t i = 0; i < batch; ++i)
     for (std::size_t j = 0; j < out; ++j) {
       const double d = z[i * out + j] - s.mean[j];

@@ -8,6 +8,7 @@
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <softfuse_linear_batchnorm_softmax.hpp>
 #include <softfuse_precision.hpp>
 
 #include "Test_Random.hpp"
@@ -126,16 +128,23 @@ struct ErrorSummary {
   std::size_t bad = 0;
 };
 
-/// Compares y with the reference ref, element by element, within the relative tolerance tol (NaN-free
-/// references); reports the first failures and prints the worst error found.
+/// Compares y with the reference ref, element by element, within the relative tolerance tol; where the
+/// reference is NaN or infinite, y must be the same. Reports the first failures and prints the worst error
+/// found (verbose).
 template <class T>
 ErrorSummary expect_close(const std::vector<T>& y, const std::vector<double>& ref, const std::vector<double>& tol,
-                          std::size_t cols, const std::string& what) {
+                          std::size_t cols, const std::string& what, bool verbose = true) {
   ErrorSummary s;
   EXPECT_EQ(y.size(), ref.size()) << what;
   for (std::size_t k = 0; k < y.size() && k < ref.size(); ++k) {
     const double v = y[k], r = ref[k], err = std::abs(v - r);
-    const double allowed = tol[k] * std::abs(r) + tiny<T>();
+    if (!std::isfinite(r)) {
+      if (!(v == r || (std::isnan(v) && std::isnan(r))) && s.bad++ < 5)
+        ADD_FAILURE() << what << ": element (" << k / cols << ", " << k % cols << ") = " << v << ", reference " << r;
+      continue;
+    }
+    // denorm_min: a reference that underflowed to 0 was below it (matters only for huge tolerances).
+    const double allowed = tol[k] * (std::abs(r) + std::numeric_limits<double>::denorm_min()) + tiny<T>();
     if (std::abs(r) >= tiny<T>()) s.max_rel = std::max(s.max_rel, err / std::abs(r));
     s.max_ratio = std::max(s.max_ratio, err / allowed);
     if (!(err <= allowed) && s.bad++ < 5)
@@ -143,9 +152,100 @@ ErrorSummary expect_close(const std::vector<T>& y, const std::vector<double>& re
                     << ", relative error " << err / std::abs(r) << ", tolerance " << tol[k];
   }
   EXPECT_EQ(s.bad, 0u) << what;
-  std::printf("    %-72s max rel err %.2e (%.3f of tolerance)\n", what.c_str(), s.max_rel, s.max_ratio);
+  if (verbose) std::printf("    %-72s max rel err %.2e (%.3f of tolerance)\n", what.c_str(), s.max_rel, s.max_ratio);
   return s;
 }
+
+/// The reference of linear_gelu_softmax on `lin`: y's values and relative tolerances (row-major batch x out).
+template <class T>
+void gelu_reference(const Linear<T>& lin, bool exact, std::vector<double>& ref, std::vector<double>& tol) {
+  std::vector<double> z, e, row_tol;
+  lin.reference(z, e);
+  ref.assign(lin.batch * lin.out, 0.0);
+  tol.assign(lin.batch * lin.out, 0.0);
+  for (std::size_t i = 0; i < lin.batch; ++i) {
+    softfuse_test::reference_gelu_softmax_row(z.data() + i * lin.out, e.data() + i * lin.out, lin.out, exact,
+                                              epsilon<T>(), ref.data() + i * lin.out, row_tol);
+    std::copy(row_tol.begin(), row_tol.end(), tol.begin() + i * lin.out);
+  }
+}
+
+using softfuse::BatchNormMode;
+
+/// A Linear layer with BatchNorm parameters and state, and the scale (1 element, or one per feature).
+template <class T>
+struct BatchNormCase {
+  Linear<T> lin;
+  std::vector<T> gamma, beta, running_mean, running_var, scale;
+
+  BatchNormCase(const Linear<T>& l, bool vector_scale, std::uint64_t seed)
+      : lin(l),
+        gamma(random_values<T>(l.out, -1.5, 1.5, seed + 10)),
+        beta(random_values<T>(l.out, -0.5, 0.5, seed + 11)),
+        running_mean(random_values<T>(l.out, -0.2, 0.2, seed + 12)),
+        running_var(random_values<T>(l.out, 0.5, 1.5, seed + 13)),
+        scale(vector_scale ? random_values<T>(l.out, 0.5, 3.0, seed + 14) : std::vector<T>{T(2.5)}) {}
+};
+
+/// The reference of successive linear_batchnorm_softmax steps on a BatchNormCase: the running statistics, with
+/// their error bounds carried from step to step, and each step's y with its relative tolerances.
+template <class T>
+struct BatchNormReference {
+  std::vector<double> rm, rv, tol_rm, tol_rv;
+
+  explicit BatchNormReference(const BatchNormCase<T>& c)
+      : rm(to_double(c.running_mean)),
+        rv(to_double(c.running_var)),
+        tol_rm(c.lin.out, 0.0),
+        tol_rv(c.lin.out, 0.0) {}
+
+  /// y's reference and tolerances (row-major batch x out) for a step on c.lin.x; updates the running
+  /// statistics in training mode.
+  void step(const BatchNormCase<T>& c, BatchNormMode mode, double bn_eps, double momentum, std::vector<double>& ref,
+            std::vector<double>& tol) {
+    const Linear<T>& lin = c.lin;
+    const std::size_t out = lin.out;
+    std::vector<double> z, e;
+    lin.reference(z, e, mode == BatchNormMode::inference);
+    softfuse_test::FeatureStats stats;
+    if (mode == BatchNormMode::training) {
+      stats = softfuse_test::reference_batch_stats(z, e, lin.batch, out);
+      softfuse_test::reference_running_update(stats, lin.batch, momentum, epsilon<T>(), rm, rv, tol_rm, tol_rv);
+    } else {
+      stats = {rm, rv, std::vector<double>(out)};
+      for (std::size_t j = 0; j < out; ++j) stats.err[j] = 2 * epsilon<T>() * std::abs(lin.b[j] - rm[j]);
+    }
+    const auto gamma = to_double(c.gamma), beta = to_double(c.beta), sc = to_double(c.scale);
+    std::vector<double> row_tol;
+    ref.assign(lin.batch * out, 0.0);
+    tol.assign(lin.batch * out, 0.0);
+    for (std::size_t i = 0; i < lin.batch; ++i) {
+      softfuse_test::reference_batchnorm_softmax_row(z.data() + i * out, e.data() + i * out, stats, gamma.data(),
+                                                     beta.data(), sc.data(), sc.size(), bn_eps, out, epsilon<T>(),
+                                                     ref.data() + i * out, row_tol);
+      std::copy(row_tol.begin(), row_tol.end(), tol.begin() + i * out);
+    }
+  }
+
+  /// Checks the running statistics after the steps so far: in inference mode unchanged (exactly), in training
+  /// mode against the reference.
+  void expect_running(const BatchNormCase<T>& c, BatchNormMode mode, const std::vector<T>& rm_out,
+                      const std::vector<T>& rv_out, const std::string& at, bool verbose = true) const {
+    if (mode == BatchNormMode::inference) {
+      EXPECT_EQ(rm_out, c.running_mean) << at << ": inference changed running_mean";
+      EXPECT_EQ(rv_out, c.running_var) << at << ": inference changed running_var";
+      return;
+    }
+    const std::size_t out = rm.size();
+    std::vector<double> rel_m(out), rel_v(out);
+    for (std::size_t j = 0; j < out; ++j) {  // expect_close takes relative tolerances
+      rel_m[j] = tol_rm[j] / std::max(std::abs(rm[j]), tiny<T>());
+      rel_v[j] = tol_rv[j] / std::max(std::abs(rv[j]), tiny<T>());
+    }
+    expect_close(rm_out, rm, rel_m, out, at + " running_mean", verbose);
+    expect_close(rv_out, rv, rel_v, out, at + " running_var", verbose);
+  }
+};
 
 /// How much a GEMM precision mode widens the fp32 error bounds: its unit roundoff over fp32's (tf32: inputs
 /// rounded to 2^-11; tf32x3: the dropped low x low product and the low parts' rounding, ~2^-21).

@@ -25,6 +25,11 @@ namespace Test {
 
 using memory_space = typename TestExecSpace::memory_space;
 
+// Softmax against the fp64 reference of the same inputs. Per element, relative where the reference
+// is >= 1e-30 (absolute 1e-37 below): such an output has |x - max| < 69, so rounding x - max in T
+// costs at most half an ulp of 64, 2^-18 = 3.8e-6 for float (2^-47 for double); exp adds about 2 ulp
+// and the normalization two roundings, the sum being accumulated in double. Row sums: y is divided
+// by the sum of the very exponentials it is made of, so it sums to 1 within a few roundings.
 template <class T>
 struct Tolerance;
 template <>
@@ -38,18 +43,26 @@ struct Tolerance<double> {
   static constexpr double sum = 1e-10;
 };
 
+/// The strides (between rows, between columns) of a LayoutStride Matrix; {0, 0}: the default.
+struct Strides {
+  std::size_t row = 0, col = 0;
+};
+
 // A rows x cols matrix living inside a larger 1-D allocation, seen through a View of `Layout`.
-// LayoutStride gets padded rows and a column stride of 2, so every layout has bytes that must stay.
+// LayoutStride gets the given strides, by default padded rows and a column stride of 2, so every
+// layout has bytes that must stay.
 template <class T, class Layout>
 struct Matrix {
   std::size_t rows, cols, s0, s1;
   Kokkos::View<T*, memory_space> base;
 
-  Matrix(std::size_t r, std::size_t c) : rows(r), cols(c) {
+  Matrix(std::size_t r, std::size_t c, Strides strides = {}) : rows(r), cols(c) {
     if (std::is_same<Layout, Kokkos::LayoutRight>::value) {
       s0 = c, s1 = 1;
     } else if (std::is_same<Layout, Kokkos::LayoutLeft>::value) {
       s0 = 1, s1 = r;
+    } else if (strides.row != 0 || strides.col != 0) {
+      s0 = strides.row, s1 = strides.col;
     } else {
       s0 = 2 * c + 1, s1 = 2;
     }
@@ -84,11 +97,19 @@ struct Matrix {
     Kokkos::deep_copy(h, base);
     return std::vector<T>(h.data(), h.data() + h.extent(0));
   }
+  // The matrix's values (row-major rows x cols) in an image of the allocation.
+  std::vector<T> values(const std::vector<T>& img) const {
+    std::vector<T> v(rows * cols);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) v[i * cols + j] = img[offset(i, j)];
+    return v;
+  }
 };
 
 using softfuse_test::random_values;
 
-// Compares y (row-major rows x cols) with the double reference of x; counts failures per kind.
+// Compares y (row-major rows x cols) with the double reference of x, and checks the invariants of
+// every row (all NaN, or in [0, 1] summing to 1); counts failures per kind.
 template <class T>
 void expect_matches_reference(const std::vector<T>& x, const std::vector<T>& y, std::size_t rows, std::size_t cols,
                               const std::string& what) {
@@ -97,32 +118,39 @@ void expect_matches_reference(const std::vector<T>& x, const std::vector<T>& y, 
   for (std::size_t i = 0; i < rows; ++i) {
     for (std::size_t j = 0; j < cols; ++j) xd[j] = x[i * cols + j];
     softfuse_test::reference_softmax_row(xd.data(), ref.data(), cols);
-    double sum = 0;
     const bool nan_row = cols > 0 && std::isnan(ref[0]);
     for (std::size_t j = 0; j < cols; ++j) {
       const double v = y[i * cols + j], r = ref[j];
-      sum += v;
       const bool ok = nan_row ? std::isnan(v)
                               : (std::abs(v - r) <= Tolerance<T>::rel * r + (r >= 1e-30 ? 0.0 : 1e-37));
       if (!ok && bad++ < 5)
         ADD_FAILURE() << what << ": y(" << i << ", " << j << ") = " << v << ", reference " << r
                       << ", relative error " << std::abs(v - r) / r;
     }
-    if (!nan_row && cols > 0 && !(std::abs(sum - 1.0) <= Tolerance<T>::sum) && bad++ < 5)
-      ADD_FAILURE() << what << ": row " << i << " sums to " << sum;
+    const std::string broken = softfuse_test::softmax_row_invariants(y.data() + i * cols, cols, Tolerance<T>::sum);
+    if (!broken.empty() && bad++ < 5) ADD_FAILURE() << what << ": row " << i << ": " << broken;
   }
   EXPECT_EQ(bad, 0u) << what;
+}
+
+// How many elements of an allocation's image differ from the expected image (NaN equals NaN).
+template <class T>
+std::size_t count_changed(const std::vector<T>& image, const std::vector<T>& expected) {
+  std::size_t changed = 0;
+  for (std::size_t k = 0; k < image.size(); ++k)
+    if (!(image[k] == expected[k] || (std::isnan(image[k]) && std::isnan(expected[k])))) ++changed;
+  return changed;
 }
 
 // Runs softmax on `values` (rows x cols, row-major) through Views of Layout, out of place or in
 // place, and checks every element against the reference and every byte outside the matrix.
 template <class T, class Layout>
 void run_case(std::size_t rows, std::size_t cols, const std::vector<T>& values, bool in_place,
-              softfuse::Implementation impl = softfuse::Implementation::automatic) {
+              softfuse::Implementation impl = softfuse::Implementation::automatic, Strides strides = {}) {
   const std::string what = std::string(in_place ? "in place " : "") + std::to_string(rows) + "x" +
                            std::to_string(cols) + " " + typeid(Layout).name() + " " + typeid(T).name();
   const T sentinel = static_cast<T>(-777.0);  // never a softmax output
-  Matrix<T, Layout> x(rows, cols), y(rows, cols);
+  Matrix<T, Layout> x(rows, cols, strides), y(rows, cols, strides);
   const auto x_image = x.image(values, sentinel);
   x.upload(x_image);
   y.upload(y.image(std::vector<T>(rows * cols, sentinel), sentinel));
@@ -134,24 +162,13 @@ void run_case(std::size_t rows, std::size_t cols, const std::vector<T>& values, 
   space.fence();
 
   const auto out_image = (in_place ? x : y).download();
-  std::vector<T> out(rows * cols);
-  for (std::size_t i = 0; i < rows; ++i)
-    for (std::size_t j = 0; j < cols; ++j) out[i * cols + j] = out_image[(in_place ? x : y).offset(i, j)];
+  const std::vector<T> out = (in_place ? x : y).values(out_image);
   expect_matches_reference(values, out, rows, cols, what);
 
   // Nothing outside the matrix was touched, and an out-of-place input is unchanged.
-  std::vector<T> expected_out = (in_place ? x : y).image(out, sentinel);
-  std::size_t stray = 0;
-  for (std::size_t k = 0; k < out_image.size(); ++k)
-    if (!(out_image[k] == expected_out[k] || (std::isnan(out_image[k]) && std::isnan(expected_out[k])))) ++stray;
-  EXPECT_EQ(stray, 0u) << what << ": elements outside the matrix changed";
-  if (!in_place) {
-    const auto x_after = x.download();
-    std::size_t changed = 0;
-    for (std::size_t k = 0; k < x_after.size(); ++k)
-      if (!(x_after[k] == x_image[k] || (std::isnan(x_after[k]) && std::isnan(x_image[k])))) ++changed;
-    EXPECT_EQ(changed, 0u) << what << ": the input changed";
-  }
+  EXPECT_EQ(count_changed(out_image, (in_place ? x : y).image(out, sentinel)), 0u)
+      << what << ": elements outside the matrix changed";
+  if (!in_place) EXPECT_EQ(count_changed(x.download(), x_image), 0u) << what << ": the input changed";
 }
 
 }  // namespace Test
