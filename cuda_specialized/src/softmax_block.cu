@@ -15,17 +15,17 @@ const void* block_row_kernel_v(int threads, int group, int kr) {
     if constexpr (V > 1) {
       if (kr == kBlockRegisterVectors && threads == 128 && group == 128)
         return reinterpret_cast<const void*>(
-            &softmax_row_kernel<T, V, 128, kBlockRegisterVectors, false>);
+            &softmax_row_kernel<T, V, 128, kBlockRegisterVectors, RowJoin::block>);
     }
     return nullptr;
   }
   if (group == 32 && threads == 128)
-    return reinterpret_cast<const void*>(&softmax_row_kernel<T, V, 128, 0, false, 32>);
+    return reinterpret_cast<const void*>(&softmax_row_kernel<T, V, 128, 0, RowJoin::block, 32>);
   if (group != threads) return nullptr;
   switch (threads) {
-    case 128: return reinterpret_cast<const void*>(&softmax_row_kernel<T, V, 128, 0, false>);
-    case 256: return reinterpret_cast<const void*>(&softmax_row_kernel<T, V, 256, 0, false>);
-    case 512: return reinterpret_cast<const void*>(&softmax_row_kernel<T, V, 512, 0, false>);
+    case 128: return reinterpret_cast<const void*>(&softmax_row_kernel<T, V, 128, 0, RowJoin::block>);
+    case 256: return reinterpret_cast<const void*>(&softmax_row_kernel<T, V, 256, 0, RowJoin::block>);
+    case 512: return reinterpret_cast<const void*>(&softmax_row_kernel<T, V, 512, 0, RowJoin::block>);
     default: return nullptr;
   }
 }

@@ -41,6 +41,7 @@ struct FuncInfo {
 struct Cache {
   std::mutex mu;
   std::map<int, DeviceInfo> devices;
+  std::map<int, cudaMemPool_t> pools;
   std::map<std::pair<int, const void*>, FuncInfo> funcs;
   std::map<std::tuple<int, const void*, int, std::int64_t, int>, int> occupancy;
 };
@@ -73,9 +74,10 @@ FuncInfo& func_info_locked(const DeviceInfo& di, const void* func, bool clustere
 }
 
 // A launch configuration; with `cluster` > 0 it carries that cluster dimension as an attribute,
-// stored in `attr` (which must outlive the configuration).
-cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int cluster, cudaStream_t stream,
-                                 cudaLaunchAttribute& attr) {
+// with `cooperative` the cooperative-launch attribute (all blocks resident at once), stored in
+// `attr` (which must outlive the configuration).
+cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int cluster,
+                                 bool cooperative, cudaStream_t stream, cudaLaunchAttribute& attr) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(static_cast<unsigned>(threads));
@@ -86,6 +88,11 @@ cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int 
     attr.val.clusterDim.x = static_cast<unsigned>(cluster);
     attr.val.clusterDim.y = 1;
     attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  } else if (cooperative) {
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
   }
@@ -118,8 +125,8 @@ int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t
       n = per_sm * di.sms;
     } else {
       cudaLaunchAttribute attr;
-      const cudaLaunchConfig_t cfg =
-          launch_config(dim3(static_cast<unsigned>(cluster)), threads, smem, cluster, nullptr, attr);
+      const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(cluster)), threads,
+                                                   smem, cluster, false, nullptr, attr);
       const cudaError_t err = cudaOccupancyMaxActiveClusters(&n, func, &cfg);
       if (err != cudaSuccess) {
         (void)cudaGetLastError();  // a refused cluster shape is an answer, not a failure
@@ -157,12 +164,40 @@ void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std
 }
 
 void launch(const void* func, dim3 grid, int threads, std::int64_t smem, int cluster, void* args,
-            cudaStream_t stream, const char* what) {
+            cudaStream_t stream, const char* what, bool cooperative = false) {
   cudaLaunchAttribute attr;
-  cudaLaunchConfig_t cfg = launch_config(grid, threads, smem, cluster > 1 ? cluster : 0, stream, attr);
+  cudaLaunchConfig_t cfg =
+      launch_config(grid, threads, smem, cluster > 1 ? cluster : 0, cooperative, stream, attr);
   void* argv[1] = {args};
   check(cudaLaunchKernelExC(&cfg, func, argv), what);
   check(cudaGetLastError(), what);
+}
+
+// Stream-ordered scratch memory from the library's own pool on the device: unlike the default
+// pool (release threshold 0) it keeps its memory across synchronizations, so a caller that
+// synchronizes after every call does not pay a fresh mapping per call. The workspaces are small
+// (per-row or per-chunk partials: well under 1% of the matrix).
+void* workspace_alloc(const DeviceInfo& di, std::size_t bytes, cudaStream_t stream) {
+  cudaMemPool_t pool = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache().mu);
+    auto it = cache().pools.find(di.device);
+    if (it == cache().pools.end()) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = di.device;
+      check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate (workspace)");
+      std::uint64_t keep = ~std::uint64_t(0);
+      check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+            "cudaMemPoolSetAttribute (workspace)");
+      it = cache().pools.emplace(di.device, pool).first;
+    }
+    pool = it->second;
+  }
+  void* p = nullptr;
+  check(cudaMallocFromPoolAsync(&p, bytes, pool, stream), "cudaMallocFromPoolAsync (workspace)");
+  return p;
 }
 
 template <class T>
@@ -184,6 +219,10 @@ int row_group_threads(const Plan& plan) {
 
 template <class T>
 const void* row_func(const Plan& plan, int kr) {
+  if (plan.grid_join) {
+    if (plan.row_threads != 0 && plan.row_threads != plan.threads) return nullptr;
+    return group_row_kernel<T>(plan.vec, plan.threads, kr);
+  }
   if (plan.cluster > 1) {
     if (plan.row_threads != 0 && plan.row_threads != plan.threads) return nullptr;
     return cluster_row_kernel<T>(plan.vec, plan.threads, kr);
@@ -200,11 +239,13 @@ std::int64_t row_smem_bytes(const Plan& plan, int lookahead) {
          static_cast<std::int64_t>(sizeof(T));
 }
 
-// Resident blocks/clusters of a row plan with the given lookahead (0 if it does not fit).
+// Resident row groups (blocks, clusters or grid groups) of a row plan with the given lookahead
+// (0 if it does not fit).
 template <class T>
 int row_resident(const DeviceInfo& di, const Plan& plan, const void* f, int lookahead) {
-  return max_active(di, f, plan.threads, row_smem_bytes<T>(plan, lookahead),
-                    plan.cluster > 1 ? plan.cluster : 0);
+  const std::int64_t smem = row_smem_bytes<T>(plan, lookahead);
+  if (plan.grid_join) return max_active(di, f, plan.threads, smem, 0) / plan.cluster;
+  return max_active(di, f, plan.threads, smem, plan.cluster > 1 ? plan.cluster : 0);
 }
 
 // Lookahead only for the register-extended kernel (rows beyond the shared memory of 16 blocks),
@@ -222,12 +263,14 @@ template <class T>
 bool fit_row(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
   const int V = plan.vec;
   const std::int64_t nvec = cols / V;
-  if (plan.cluster > 1 && !di.clusters) return false;
+  if (plan.grid_join ? !di.cooperative : (plan.cluster > 1 && !di.clusters)) return false;
   const int gt = row_group_threads(plan);
   const std::int64_t pbv = ceil_div(nvec, plan.cluster);  // vectors per block (per row)
   const std::int64_t k = ceil_div(pbv, gt);              // vectors per thread
   if (k > (1 << 20)) return false;
-  for (int kr : {0, kRowRegisterVectors}) {
+  // Grid groups are sized for two blocks per SM: registers first take what shared memory can't.
+  const int kr_order[2][2] = {{0, kRowRegisterVectors}, {kRowRegisterVectors, 0}};
+  for (int kr : kr_order[plan.grid_join ? 1 : 0]) {
     const void* f = row_func<T>(plan, kr);
     if (f == nullptr) continue;
     Plan cand = plan;
@@ -250,10 +293,11 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
   const std::int64_t es = static_cast<std::int64_t>(sizeof(T));
   const int cmax = di.clusters ? 16 : 1;
   const std::int64_t row_bytes = cols * es;
-  auto attempt = [&](int cluster, int threads, int row_threads) {
+  auto attempt = [&](int cluster, int threads, int row_threads, bool grid_join = false) {
     Plan cand = plan;
     cand.regime = Regime::row;
     cand.cluster = cluster;
+    cand.grid_join = grid_join;
     cand.threads = threads;
     cand.row_threads = row_threads;
     cand.lookahead = -1;
@@ -274,6 +318,14 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
   // Rows past kRowSingleBlockMinBytes that one SM holds: one 512-thread block per row, measured
   // at 97% of copy on 192 KB rows against 92-94% in clusters of 2 (at 128 KB the two were even).
   if (row_bytes > kRowSingleBlockMinBytes && attempt(1, 512, 0)) return true;
+  // Rows beyond 16 blocks of kRowClusterWideBytes, where clusters of 16 need one 512-thread
+  // block per SM and only 7 such clusters are resident on the H100 (112 of 132 SMs): a grid
+  // group of 256-thread blocks, two per SM, so 8 rows of 4 MB are in flight on 128 SMs.
+  // Vector rows on sm_90 code only: measured on the H100 alone.
+  if (row_bytes > kRowGroupMinBytes && plan.vec > 1 && di.clusters) {
+    const std::int64_t g = ceil_div(row_bytes, kRowGroupBlockBytes);
+    if (g <= kRowGroupMaxBlocks && attempt(static_cast<int>(g), 256, 0, true)) return true;
+  }
   int pref = 2;
   if (row_bytes > kRowPairMaxBytes) {
     pref = 4;
@@ -317,10 +369,15 @@ void run_warp(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaS
 template <class T>
 void run_row(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaStream_t stream) {
   const int V = plan.vec;
-  if (plan.cluster < 1 || plan.cluster > 16 || (plan.cluster & (plan.cluster - 1)) != 0)
+  if (plan.grid_join) {
+    if (plan.cluster < 2 || plan.cluster > kRowGroupMaxBlocks)
+      throw_invalid("grid groups hold a row in 2 to 32 blocks: " + describe(plan));
+    if (!di.cooperative) throw_invalid("cooperative launch is not available on this device");
+  } else if (plan.cluster < 1 || plan.cluster > 16 || (plan.cluster & (plan.cluster - 1)) != 0) {
     throw_invalid("cluster size must be 1, 2, 4, 8 or 16: " + describe(plan));
-  if (plan.cluster > 1 && !di.clusters)
+  } else if (plan.cluster > 1 && !di.clusters) {
     throw_invalid("thread-block clusters are not available on this device");
+  }
   const void* f = row_func<T>(plan, plan.kr);
   if (f == nullptr) throw_invalid("no row kernel for " + describe(plan));
   const int gt = row_group_threads(plan);
@@ -335,14 +392,32 @@ void run_row(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaSt
   // groups: blocks (clusters) launched; each keeps ng rows in flight
   std::int64_t groups = ceil_div(p.rows, ng);
   if (plan.grid > 0) groups = std::min(groups, ceil_div(plan.grid, ng));
-  if (plan.persistent) groups = std::min<std::int64_t>(groups, resident);
+  // a cooperative grid is resident at once (its groups wait on each other's blocks)
+  if (plan.persistent || plan.grid_join) groups = std::min<std::int64_t>(groups, resident);
   groups = std::max<std::int64_t>(1, std::min<std::int64_t>(groups, 0x7fffffffLL / plan.cluster));
   // blocks per SM the residency query allowed (clusters: spread over the SMs, rounded up)
   const int bps = static_cast<int>(ceil_div(static_cast<std::int64_t>(resident) * plan.cluster, di.sms));
-  set_carveout(di, f, bps, smem, plan.cluster > 1);
-  RowArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols, plan.ks, lookahead};
-  launch(f, dim3(static_cast<unsigned>(groups * plan.cluster)), plan.threads, smem, plan.cluster,
-         &a, stream, plan.cluster > 1 ? "cluster kernel launch" : "block kernel launch");
+  set_carveout(di, f, bps, smem, plan.cluster > 1 && !plan.grid_join);
+  RowArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols, plan.ks, lookahead, 0, nullptr};
+  const dim3 grid(static_cast<unsigned>(groups * plan.cluster));
+  if (!plan.grid_join) {
+    launch(f, grid, plan.threads, smem, plan.cluster, &a, stream,
+           plan.cluster > 1 ? "cluster kernel launch" : "block kernel launch");
+    return;
+  }
+  // Grid groups: a zeroed slot per row and block for the published partials.
+  const std::size_t ws_bytes = static_cast<std::size_t>(p.rows * plan.cluster) * sizeof(GroupSlot<T>);
+  void* ws = workspace_alloc(di, ws_bytes, stream);
+  a.group = plan.cluster;
+  a.xslots = static_cast<GroupSlot<T>*>(ws);
+  try {
+    check(cudaMemsetAsync(ws, 0, ws_bytes, stream), "cudaMemsetAsync (group slots)");
+    launch(f, grid, plan.threads, smem, 0, &a, stream, "group kernel launch", true);
+  } catch (...) {
+    (void)cudaFreeAsync(ws, stream);
+    throw;
+  }
+  check(cudaFreeAsync(ws, stream), "cudaFreeAsync (group workspace)");
 }
 
 template <class T>
@@ -365,8 +440,7 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
   const std::int64_t nparts = group * nchunks;
   const std::size_t ws_bytes =
       static_cast<std::size_t>(nparts + (combine ? group : 0)) * sizeof(MS<T>);
-  void* ws = nullptr;
-  check(cudaMallocAsync(&ws, ws_bytes, stream), "cudaMallocAsync (split workspace)");
+  void* ws = workspace_alloc(di, ws_bytes, stream);
   MS<T>* parts = static_cast<MS<T>*>(ws);
   MS<T>* tot = combine ? parts + nparts : nullptr;
   try {
@@ -428,7 +502,7 @@ const DeviceInfo& device_info(int device) {
   if (it != c.devices.end()) return it->second;
   DeviceInfo di;
   di.device = device;
-  int major = 0, minor = 0, cl = 0;
+  int major = 0, minor = 0, cl = 0, coop = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "device query");
   check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "device query");
   check(cudaDeviceGetAttribute(&di.sms, cudaDevAttrMultiProcessorCount, device), "device query");
@@ -443,6 +517,7 @@ const DeviceInfo& device_info(int device) {
     (void)cudaGetLastError();
     cl = 0;
   }
+  check(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "device query");
   di.cc = 10 * major + minor;
   // Which machine code loads here: ask the runtime about one kernel on that device.
   int cur = 0;
@@ -459,6 +534,7 @@ const DeviceInfo& device_info(int device) {
     di.available = false;
   }
   di.clusters = di.available && cl != 0 && di.binary_version >= 90;
+  di.cooperative = di.available && coop != 0;
   return c.devices.emplace(device, di).first->second;
 }
 
@@ -537,7 +613,9 @@ std::string describe(const Plan& plan) {
       break;
     case Regime::row:
       std::snprintf(buf, sizeof(buf), "%s vec=%d cluster=%d threads=%d ks=%d kr=%d la=%d",
-                    plan.cluster > 1 ? "cluster" : (plan.row_threads == 32 ? "warprow" : "block"),
+                    plan.grid_join ? "group"
+                    : plan.cluster > 1 ? "cluster"
+                                       : (plan.row_threads == 32 ? "warprow" : "block"),
                     plan.vec, plan.cluster, plan.threads, plan.ks, plan.kr, plan.lookahead);
       break;
     case Regime::split:

@@ -30,7 +30,23 @@ struct WarpArgs {
 #define SOFTFUSE_CUDA_HD
 #endif
 
-// Rows held on chip by one warp, one block or a thread-block cluster (persistent over rows).
+// How the blocks holding one row join their partial (m, s): one block (or warp) per row, the
+// blocks of a thread-block cluster through distributed shared memory, or a group of blocks of
+// a cooperative grid through global memory.
+enum class RowJoin { block, cluster, grid };
+
+// A block's partial (m, s) of a row as published to the other blocks of its grid group: each
+// 32-bit piece in its own 8-byte word beside a nonzero tag, so one aligned (single-copy atomic)
+// 8-byte load returns the piece and whether it has been written: no fence, no flag to wait for
+// before the data. The slots are zeroed before the launch and written once.
+template <class T>
+struct GroupSlot {
+  static constexpr int kWords = static_cast<int>(sizeof(T) / 4) + 2;
+  unsigned long long w[kWords];
+};
+
+// Rows held on chip by one warp, one block, a thread-block cluster or a group of blocks
+// (persistent over rows).
 template <class T>
 struct RowArgs {
   const T* x;
@@ -38,6 +54,9 @@ struct RowArgs {
   std::int64_t ldx, ldy, rows, cols;
   int ks;         // vectors per thread held in shared memory (the kernel's KR more in registers)
   int lookahead;  // 1: one spare slot group, so the next row's first group loads during the join
+  // RowJoin::grid only: blocks per row, and each row's published partials ([rows][group])
+  int group;
+  GroupSlot<T>* xslots;
 };
 
 // Shared-memory vectors of a row kernel thread: `stages` commit groups of gs vectors (the
@@ -71,7 +90,7 @@ struct SplitArgs {
 
 constexpr int kWarpBlockThreads = 128;
 constexpr int kSplitThreads = 256;
-constexpr int kRowRegisterVectors = 8;  // KR of the register-extended cluster kernel
+constexpr int kRowRegisterVectors = 8;  // KR of the register-extended cluster and group kernels
 constexpr int kBlockRegisterVectors = 4;  // KR of the register-extended 128-thread block kernel
 
 // The compiled instantiations; nullptr where none matches.
@@ -83,6 +102,8 @@ template <class T>
 const void* block_row_kernel(int vec, int threads, int group, int kr);
 template <class T>
 const void* cluster_row_kernel(int vec, int threads, int kr);
+template <class T>
+const void* group_row_kernel(int vec, int threads, int kr);
 template <class T>
 const void* split_partial_kernel(int vec);
 template <class T>

@@ -24,6 +24,7 @@ struct DeviceInfo {
   int l2_bytes = 0;
   int binary_version = 0;    // of the loaded machine code (90 on Hopper, 80 on Ampere/Ada)
   bool clusters = false;     // cluster launch supported and sm_90 code loaded
+  bool cooperative = false;  // cooperative launch supported (grid groups)
   bool available = false;    // cc >= 8.0 and the kernels load
 };
 
@@ -36,8 +37,11 @@ struct Plan {
   int group = 32;
   int chunks = 1;
   // row: cluster of `cluster` blocks of `threads`, ks vectors per thread in shared memory
-  // and kr in registers; row_threads = 32: each warp of the block holds its own row
+  // and kr in registers; row_threads = 32: each warp of the block holds its own row;
+  // grid_join: the `cluster` (2..32) blocks of a row are a group of a cooperative grid, joined
+  // through global memory, not a hardware cluster
   int cluster = 1;
+  bool grid_join = false;
   int threads = 256;
   int row_threads = 0;  // 0: the whole block (or cluster) per row
   int lookahead = -1;   // spare slot group for the next row's first group: -1 auto, 0 off, 1 on
@@ -93,12 +97,14 @@ std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector);
 //   <= kRowSingleBlockMinBytes  a cluster of 2 blocks per row
 //   <= one SM's shared memory a block of 512 threads per row
 //   <= kRowPairMaxBytes       a cluster of 2 blocks per row
-//   longer                    the smallest cluster (4..16) whose blocks hold at most
+//   <= kRowGroupMinBytes      the smallest cluster (4..16) whose blocks hold at most
 //                             kRowClusterBlockBytes, else 16
+//   longer                    a grid group of 256-thread blocks of at most kRowGroupBlockBytes
+//                             (up to kRowGroupMaxBlocks, two per SM); beyond that clusters of 16
 // Clustered blocks get 512 threads when they hold more than kRowClusterWideBytes. Without
 // clusters (sm_80 code) every row up to one SM's shared memory takes one block, of 512 threads
 // above kRowWideBlockBytes. Row plans without clusters launch a block per row (the hardware
-// replaces finished blocks); clusters are persistent and prefetch their next row.
+// replaces finished blocks); clusters and grid groups are persistent and prefetch their next row.
 constexpr std::int64_t kWarpMaxRowBytes = 4096;
 constexpr std::int64_t kWarpRowMaxBytes = 16 * 1024;
 constexpr std::int64_t kRowNarrowBlockBytes = 32 * 1024;
@@ -108,6 +114,9 @@ constexpr std::int64_t kRowSingleBlockMinBytes = 128 * 1024;
 constexpr std::int64_t kRowPairMaxBytes = 256 * 1024;
 constexpr std::int64_t kRowClusterBlockBytes = 64 * 1024;
 constexpr std::int64_t kRowClusterWideBytes = 96 * 1024;
+constexpr std::int64_t kRowGroupMinBytes = 16 * kRowClusterWideBytes;
+constexpr std::int64_t kRowGroupBlockBytes = 128 * 1024;
+constexpr int kRowGroupMaxBlocks = 32;  // the lanes of the warp that joins the partials
 constexpr std::int64_t kSplitChunkBytes = 64 * 1024;
 
 std::string describe(const Plan& plan);

@@ -1,5 +1,6 @@
-// Private: rows held on chip by one block (CLUSTERED = false) or spread over the blocks of a
-// thread-block cluster (CLUSTERED = true, sm_90), persistent over rows.
+// Private: rows held on chip by one block (RowJoin::block), spread over the blocks of a
+// thread-block cluster (RowJoin::cluster, sm_90) or over a group of blocks of a cooperative grid
+// (RowJoin::grid), persistent over rows.
 //
 // Layout. The row's vectors (V elements each) are dealt out block slice by block slice:
 // vector j (0 <= j < KR + ks) of thread t in cluster rank b has index
@@ -15,7 +16,9 @@
 //   B  join (m, s) over the block (shuffles + one __syncthreads), then over the cluster: each
 //      block pushes its partial into every block's shared memory with st.async, counted by an
 //      mbarrier there (no cluster-wide barrier per row), and every block joins the C partials
-//      in rank order, so all blocks hold the bitwise-same row maximum M and sum S;
+//      in rank order, so all blocks hold the bitwise-same row maximum M and sum S; a grid
+//      group does the same through global memory (a tagged slot per block and row, polled by
+//      warp 0 of every block of the row, then one more __syncthreads);
 //   D  y = exp(x - m_g) * (exp(m_g - M) / S): one multiply per element, one exp per group;
 //      right behind each write the copy of the same vector of the block's next row starts
 //      into the freed slot (registers first).
@@ -38,11 +41,64 @@ __host__ __device__ constexpr int row_stages() {
 }
 
 // Blocks per SM the register allocation must allow (shared memory usually limits first). The
-// 512-thread register-extended kernel (one block per SM) gets all the registers it wants; the
-// 128-thread one keeps 8 blocks per SM (its smaller shared-memory share is the point of it).
+// 512-thread register-extended kernel (one block per SM) gets all the registers it wants, the
+// 256-thread one (grid groups, two blocks per SM) half of them; the 128-thread one keeps 8
+// blocks per SM (its smaller shared-memory share is the point of it).
 template <int NT, int KR>
 constexpr int row_min_blocks() {
-  return (KR > 0 && NT >= 512) ? 1 : (NT == 128 ? 8 : (NT == 256 ? 5 : 2));
+  if (KR > 0 && NT >= 256) return NT >= 512 ? 1 : 2;
+  return NT == 128 ? 8 : (NT == 256 ? 5 : 2);
+}
+
+// GPU-scope relaxed 8-byte accesses: single-copy atomic, served by L2 (never a stale L1 line).
+__device__ __forceinline__ void st_relaxed_gpu(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.relaxed.gpu.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_relaxed_gpu(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Join over the C (<= 32) blocks of a row in a cooperative grid (all co-resident): block
+// `rank` publishes its partial into its slot, then warp 0 of every block waits for each
+// block's slot (lane q for block q) and joins the C partials in the same lane order, so every
+// block gets the bitwise-same (M, S); `bcast` hands it to the block (one __syncthreads).
+template <class T>
+__device__ __forceinline__ MS<T> grid_group_join(MS<T> v, GroupSlot<T>* slots, int C, int rank,
+                                                 MS<T>* bcast) {
+  constexpr int NW = GroupSlot<T>::kWords;
+  constexpr unsigned long long kTag = 1ull << 32;
+  if (threadIdx.x == 0) {
+    unsigned u[NW];
+    memcpy(u, &v.m, sizeof(T));
+    memcpy(u + NW - 2, &v.s, sizeof(double));
+#pragma unroll
+    for (int i = 0; i < NW; ++i) st_relaxed_gpu(&slots[rank].w[i], kTag | u[i]);
+  }
+  if (threadIdx.x < 32) {
+    const int q = threadIdx.x;
+    MS<T> w = ms_identity<T>();
+    if (q < C) {
+      unsigned u[NW];
+      bool ready = false;
+      while (!ready) {
+        ready = true;
+#pragma unroll
+        for (int i = 0; i < NW; ++i) {
+          const unsigned long long x = ld_relaxed_gpu(&slots[q].w[i]);
+          ready = ready && (x & kTag) != 0;
+          u[i] = static_cast<unsigned>(x);
+        }
+      }
+      memcpy(&w.m, u, sizeof(T));
+      memcpy(&w.s, u + NW - 2, sizeof(double));
+    }
+    w = warp_join<32>(w);
+    if (q == 0) *bcast = w;
+  }
+  __syncthreads();
+  return *bcast;
 }
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
@@ -83,11 +139,12 @@ __device__ __forceinline__ void st_async_16(unsigned remote_addr, double a, doub
 }
 #endif
 
-// GT threads per row: GT = NT (a block, or with CLUSTERED a cluster, per row) or GT = 32 (each
+// GT threads per row: GT = NT (a block, a cluster or a grid group per row) or GT = 32 (each
 // warp of the block its own row, its own slots and its own row sequence; no block barrier).
-template <class T, int V, int NT, int KR, bool CLUSTERED, int GT = NT>
+template <class T, int V, int NT, int KR, RowJoin J, int GT = NT>
 __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kernel(const RowArgs<T> a) {
-  static_assert(GT == NT || (GT == 32 && !CLUSTERED), "rows per block: one, or one per warp");
+  constexpr bool CLUSTERED = J == RowJoin::cluster;
+  static_assert(GT == NT || (GT == 32 && J == RowJoin::block), "rows per block: one, or one per warp");
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 900)
   if constexpr (CLUSTERED) {
     __trap();  // never launched: the dispatcher uses clusters only with sm_90 code
@@ -103,6 +160,8 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
   // cluster exchange: partial (m as double, s) of each rank, two rows deep, and their mbarriers
   __shared__ __align__(16) double recv[2][16][2];
   __shared__ __align__(8) unsigned long long mbar[2];
+  // grid groups: the row's joined (M, S), from warp 0 to the block
+  __shared__ MS<T> gtot;
 
   constexpr int NG = NT / GT;  // rows in flight per block
   const int lane = threadIdx.x & 31;
@@ -128,10 +187,17 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
     cl.sync();  // every block's mbarriers exist before anyone sends
   }
 #endif
+  if constexpr (J == RowJoin::grid) {
+    C = a.group;
+    rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(C));
+    cid = blockIdx.x / C;
+    ncl = gridDim.x / C;
+  }
   (void)C;
   (void)lane;
   (void)recv;
   (void)mbar;
+  (void)gtot;
   const int ks = a.ks;
   const int kt = KR + ks;
   const std::int64_t nvec = a.cols / V;
@@ -252,6 +318,9 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
                                 : ms_identity<T>());
     }
 #endif
+    if constexpr (J == RowJoin::grid) {
+      tot = grid_group_join(tot, a.xslots + r * C, C, rank, &gtot);
+    }
     const T M = tot.m;
     const T inv = static_cast<T>(1.0 / tot.s);
     const bool bad = is_inf(M);

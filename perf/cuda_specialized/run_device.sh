@@ -38,7 +38,7 @@ if has build; then
 fi
 if has sass && [[ -f build_dev_obj/softmax_cluster.o ]]; then
   echo "== SASS opcode histogram, fp32 cluster kernel (vec 4, 512 threads, kr 0)" >> "$MISC"
-  cuobjdump -sass -fun '_ZN8softfuse16cuda_specialized4impl18softmax_row_kernelIfLi4ELi512ELi0ELb1ELi512EEEvNS1_7RowArgsIT_EE' \
+  cuobjdump -sass -fun '_ZN8softfuse16cuda_specialized4impl18softmax_row_kernelIfLi4ELi512ELi0ELNS1_7RowJoinE1ELi512EEEvNS1_7RowArgsIT_EE' \
     build_dev_obj/softmax_cluster.o 2>&1 | grep -oE "^\s+/\*[0-9a-f]+\*/\s+(@!?U?P[0-9T] )?[A-Z][A-Z0-9._]+" \
     | awk '{print $NF}' | sort | uniq -c | sort -rn >> "$MISC"
   echo "== resource usage" >> "$MISC"
@@ -83,7 +83,7 @@ if has sanitize; then
     {
       echo "== compute-sanitizer --tool $tool $([[ $tool == racecheck ]] && echo '--racecheck-report all ')softmax_kernels_bench --check-sanitize$([[ $tool == synccheck ]] && echo ' --max-cluster 8')"
       echo "$(grep -c '^ok ' "$f") cases ok, $(grep -c '^FAIL' "$f") failed, $(grep -c '^skip ' "$f") skipped; regimes/plans covered:"
-      grep -E '^(ok|FAIL) ' "$f" | awk '{k=""; on=0; for(i=1;i<=NF;i++){ if ($i ~ /^(warp|warprow|block|cluster|split)$/) on=1; if ($i=="max_rel") break; if (on && $i !~ /^(ks|chunk|group_rows|grid)=/) k=k" "$i }; print k}' | sort | uniq -c
+      grep -E '^(ok|FAIL) ' "$f" | awk '{k=""; on=0; for(i=1;i<=NF;i++){ if ($i ~ /^(warp|warprow|block|cluster|group|split)$/) on=1; if ($i=="max_rel") break; if (on && $i !~ /^(ks|chunk|group_rows|grid)=/) k=k" "$i }; print k}' | sort | uniq -c
       grep -vE '^(ok|device|on-chip|skip) ' "$f" | head -n 200
     } >> "$TOOLS"
   done

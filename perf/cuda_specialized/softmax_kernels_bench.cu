@@ -17,6 +17,7 @@
 //                      register-extended kernels, lookahead, persistent and not, split)
 //   --bench            the workload shapes, a sweep of row lengths and alternative plans,
 //                      each against a same-run device-to-device copy of the same buffers
+//   --shapes RxC,...   bench only these of its shapes (with their alternatives), no sweep
 //   --profile RxC      run the default plan of an RxC fp32 softmax once (for ncu)
 //   --json PATH        write the results as JSON
 //   --iters N          timed repetitions per shape (default 30, at least 20 recommended)
@@ -184,6 +185,7 @@ struct CaseResult {
 static std::vector<CaseResult> g_cases;
 static int g_failed = 0;
 static int g_max_cluster = 16;  // --max-cluster: skip cases whose plan uses larger clusters
+static std::vector<std::pair<std::int64_t, std::int64_t>> g_shapes;  // --shapes (empty: all)
 
 enum class Kind { out_of_place, in_place };
 
@@ -257,7 +259,7 @@ bool run_case(const CaseSpec& cs, cudaStream_t stream) {
   const im::Problem<T> prob{x, ld, y, ld, cs.rows, cs.cols};
   {
     const im::Plan pl = cs.forced ? *cs.forced : im::make_plan(di, prob);
-    if (pl.regime == im::Regime::row && pl.cluster > g_max_cluster) {
+    if (pl.regime == im::Regime::row && !pl.grid_join && pl.cluster > g_max_cluster) {
       CK(cudaFree(dx));
       if (dy != dx) CK(cudaFree(dy));
       std::printf("skip %s %lldx%lld: %s (--max-cluster %d)\n", Tol<T>::name, (long long)cs.rows,
@@ -360,7 +362,8 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     thresholds.push_back(2 * im::kRowClusterWideBytes / es);
     thresholds.push_back(im::kRowPairMaxBytes / es);
     for (std::int64_t c : {8, 16}) thresholds.push_back(c * im::kRowClusterBlockBytes / es);
-    thresholds.push_back(16 * im::kRowClusterWideBytes / es);
+    thresholds.push_back(im::kRowGroupMinBytes / es);
+    thresholds.push_back(im::kRowGroupMaxBlocks * im::kRowGroupBlockBytes / es);
     thresholds.push_back(im::onchip_max_cols<T>(di, true));
     thresholds.push_back(im::onchip_max_cols<T>(di, false));
   }
@@ -377,7 +380,8 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
                            im::kRowNarrowBlockBytes + 16, im::kRowTargetBlockBytes,
                            im::kRowTargetBlockBytes + 16, im::kRowSingleBlockMinBytes + 16,
                            2 * im::kRowClusterWideBytes + 16, std::int64_t(230 * 1024),
-                           im::kRowPairMaxBytes + 16, 2 * im::kRowPairMaxBytes + 16})
+                           im::kRowPairMaxBytes + 16, 2 * im::kRowPairMaxBytes + 16,
+                           im::kRowGroupMinBytes + 16})
       cols_list.push_back(std::max<std::int64_t>(1, b / es));
   }
   std::sort(cols_list.begin(), cols_list.end());
@@ -481,6 +485,24 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
       c.lookahead = 1;
       forced.push_back({c, 4 * 512 * (2 + im::kRowRegisterVectors) * VV - 5 * VV});
     }
+  }
+  if (di.cooperative) {
+    // grid groups (rows joined through global memory): odd group sizes, partial and empty
+    // blocks, all 32 lanes of the joining warp, registers, lookahead, scalar accesses
+    constexpr int KR = im::kRowRegisterVectors;
+    auto gp = [&](int vec, int blocks, int threads, int ks, int kr) {
+      im::Plan p = row_plan(vec, blocks, threads, ks, kr);
+      p.grid_join = true;
+      return p;
+    };
+    forced.push_back({gp(VV, 3, 256, 2, 0), 3 * 256 * 2 * VV - 5 * VV});
+    forced.push_back({gp(VV, 5, 512, 1, KR), 5 * 512 * (1 + KR) * VV - 9 * VV});
+    forced.push_back({gp(VV, 32, 256, 1, KR), 32 * 256 * (1 + KR) * VV - 3 * VV});
+    forced.push_back({gp(VV, 32, 256, 1, KR), 256 * 3 * VV + VV});  // blocks 1..31 hold nothing
+    im::Plan l = gp(VV, 13, 256, 2, KR);
+    l.lookahead = 1;
+    forced.push_back({l, 13 * 256 * (2 + KR) * VV - 7 * VV});
+    forced.push_back({gp(1, 7, 256, 3, 0), 7 * 256 * 3 - 11});
   }
   {
     im::Plan p; p.regime = im::Regime::split; p.vec = VV; p.chunk = 1024; p.group_rows = 3;
@@ -669,6 +691,26 @@ static im::Plan rowp(int cluster, int threads, int ks, int kr = 0, int row_threa
   return p;
 }
 
+// A grid-group plan: `blocks` per row joined through global memory.
+static im::Plan groupp(int blocks, int threads, int ks, int kr) {
+  im::Plan p = rowp(blocks, threads, ks, kr);
+  p.grid_join = true;
+  return p;
+}
+
+// A persistent plan with at most `groups` row groups (rows in flight) launched.
+static im::Plan in_flight(im::Plan p, int groups) {
+  p.grid = groups;
+  return p;
+}
+
+static bool wanted(std::int64_t rows, std::int64_t cols) {
+  if (g_shapes.empty()) return true;
+  for (const auto& s : g_shapes)
+    if (s.first == rows && s.second == cols) return true;
+  return false;
+}
+
 static void bench_all(int iters, cudaStream_t stream) {
   struct Shape {
     std::int64_t rows, cols;
@@ -693,8 +735,13 @@ static void bench_all(int iters, cudaStream_t stream) {
        {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
       {8192, 32768, {rowp(1, 512, 16, 0, 0, 0), rowp(1, 512, 16, 0, 0, 0, false)}},
       {1024, 8192, {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false)}},
-      {128, 1048576, {rowp(16, 512, 24, KR, 0, 0), rowp(16, 512, 24, KR, 0, 1), rowp(16, 512, 24, KR, 0, 0), split}},
-      {4096, 393216, {rowp(8, 512, 24)}},
+      // rows in flight 1..6 (of 8 resident groups; 7 resident clusters): time per row round
+      {128, 1048576,
+       {rowp(16, 512, 24, KR, 0, 1), rowp(16, 512, 24, KR, 0, 0), groupp(16, 512, 24, KR),
+        in_flight(groupp(32, 256, 24, KR), 1), in_flight(groupp(32, 256, 24, KR), 2),
+        in_flight(groupp(32, 256, 24, KR), 4), in_flight(groupp(32, 256, 24, KR), 6),
+        in_flight(rowp(16, 512, 24, KR, 0, 1), 1), in_flight(rowp(16, 512, 24, KR, 0, 1), 4), split}},
+      {4096, 393216, {rowp(8, 512, 24), groupp(16, 256, 24, 0)}},
       // between the workloads
       {131072, 2048, {rowp(1, 128, 16, 0, 32, 0)}},
       {65536, 4096, {rowp(1, 128, 32, 0, 32, 0)}},
@@ -703,16 +750,18 @@ static void bench_all(int iters, cudaStream_t stream) {
       {5461, 49152, {rowp(2, 256, 24)}},
       {4681, 57344, {rowp(2, 512, 14)}},
       {4096, 65536, {rowp(4, 256, 16)}},
-      {512, 524288, {rowp(16, 256, 32)}},
+      {512, 524288, {rowp(16, 512, 16), rowp(16, 256, 32)}},
   };
   std::size_t max_elems = 0;
-  for (auto& s : shapes) max_elems = std::max<std::size_t>(max_elems, s.rows * s.cols);
+  for (auto& s : shapes)
+    if (wanted(s.rows, s.cols)) max_elems = std::max<std::size_t>(max_elems, s.rows * s.cols);
   const std::size_t sweep_elems = std::size_t(1) << 28;
-  max_elems = std::max(max_elems, sweep_elems);
+  if (g_shapes.empty()) max_elems = std::max(max_elems, sweep_elems);
   float *dx = nullptr, *dy = nullptr;
   CK(cudaMalloc(&dx, max_elems * sizeof(float)));
   CK(cudaMalloc(&dy, max_elems * sizeof(float)));
   for (auto& s : shapes) {
+    if (!wanted(s.rows, s.cols)) continue;
     const std::int64_t n = s.rows * s.cols;
     fill_uniform<float><<<4096, 256, 0, stream>>>(dx, n, 1234 + s.cols);
     CK(cudaGetLastError());
@@ -722,11 +771,11 @@ static void bench_all(int iters, cudaStream_t stream) {
       bench_shape("alternative", dx, dy, s.rows, s.cols, &alt, iters, stream, &copy);
   }
   // sweep of row lengths, 2^28 elements (1 GiB) each
-  fill_uniform<float><<<4096, 256, 0, stream>>>(dx, sweep_elems, 99);
+  if (g_shapes.empty()) fill_uniform<float><<<4096, 256, 0, stream>>>(dx, sweep_elems, 99);
   CK(cudaGetLastError());
   Timing copy{};
   bool have_copy = false;
-  for (std::int64_t cols = 32; cols <= (std::int64_t(1) << 21); cols *= 2) {
+  for (std::int64_t cols = 32; g_shapes.empty() && cols <= (std::int64_t(1) << 21); cols *= 2) {
     for (std::int64_t c : {cols, cols * 3 / 2}) {
       if (c > (std::int64_t(1) << 21)) continue;
       const std::int64_t rows = static_cast<std::int64_t>(sweep_elems) / c;
@@ -742,6 +791,7 @@ static void bench_all(int iters, cudaStream_t stream) {
   // benchmark times), then host cost per call.
   for (std::size_t i = 0; i < 6 && i < shapes.size(); ++i) {
     const Shape& sh = shapes[i];
+    if (!wanted(sh.rows, sh.cols)) continue;
     fill_uniform<float><<<4096, 256, 0, stream>>>(dx, sh.rows * sh.cols, 4321 + sh.cols);
     CK(cudaGetLastError());
     bench_shape("repeat", dx, dy, sh.rows, sh.cols, nullptr, iters, stream);
@@ -873,6 +923,19 @@ int main(int argc, char** argv) {
     else if (a == "--check-sanitize") check_sanitize = true;
     else if (a == "--max-cluster" && i + 1 < argc) g_max_cluster = std::atoi(argv[++i]);
     else if (a == "--bench") bench = true;
+    else if (a == "--shapes" && i + 1 < argc) {
+      for (const char* q = argv[++i]; *q;) {
+        std::int64_t r = 0, c = 0;
+        int used = 0;
+        if (std::sscanf(q, "%" SCNd64 "x%" SCNd64 "%n", &r, &c, &used) != 2) {
+          std::fprintf(stderr, "--shapes RxC,RxC,...\n");
+          return 2;
+        }
+        g_shapes.push_back({r, c});
+        q += used;
+        if (*q == ',') ++q;
+      }
+    }
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--iters" && i + 1 < argc) iters = std::max(1, std::atoi(argv[++i]));
     else if (a == "--profile" && i + 1 < argc) {
