@@ -28,10 +28,16 @@ struct LinearSpecialization<Kokkos::Cuda> {
                                     : cuda_specialized::GemmPrecision::fp32;
   }
 
+  // The View types the kernels take (float in CudaSpace); the runtime checks are in applies_*.
+  template <class XView, class WView, class BView, class YView>
+  static constexpr bool takes() {
+    return is_cuda_view_of<XView, float>() && is_cuda_view_of<WView, float>() && is_cuda_view_of<BView, float>() &&
+           is_cuda_view_of<YView, float>();
+  }
+
   template <class XView, class WView, class BView, class YView>
   static bool applies_gelu(const Kokkos::Cuda& space, const XView& x, const WView& w, const BView& b, const YView& y) {
-    if constexpr (is_cuda_view_of<XView, float>() && is_cuda_view_of<WView, float>() &&
-                  is_cuda_view_of<BView, float>() && is_cuda_view_of<YView, float>()) {
+    if constexpr (takes<XView, WView, BView, YView>()) {
       return rows_contiguous(x) && rows_contiguous(w) && rows_contiguous(y) && vector_contiguous(b) &&
              static_cast<std::int64_t>(y.extent(1)) <= cuda_specialized::linear_max_out(space.cuda_device());
     } else {
@@ -62,20 +68,25 @@ struct LinearSpecialization<Kokkos::Cuda> {
   template <class XView, class WView, class BView, class YView>
   static void gelu(const Kokkos::Cuda& space, const XView& x, const WView& w, const BView& b, const YView& y,
                    bool exact, Precision precision, const float* split, std::int64_t ld_split) {
-    cuda_specialized::linear_gelu_softmax(operands(x, w, b, y, precision, split, ld_split), exact,
-                                          space.cuda_stream());
+    if constexpr (takes<XView, WView, BView, YView>())
+      cuda_specialized::linear_gelu_softmax(operands(x, w, b, y, precision, split, ld_split), exact,
+                                            space.cuda_stream());
   }
 
   template <class XView, class WView, class BView, class BN, class SView, class YView>
   static void batchnorm(const Kokkos::Cuda& space, const XView& x, const WView& w, const BView& b, const BN& bn,
                         bool training, const SView& scale, const YView& y, Precision precision, const float* split,
                         std::int64_t ld_split) {
-    const cuda_specialized::BatchNormOperands bno{
-        bn.gamma.data(), bn.beta.data(), bn.running_mean.data(), bn.running_var.data(),
-        scale.data(),    static_cast<std::int64_t>(scale.extent(0)), training, bn.eps, bn.momentum,
-        bn.workspace.extent(0) ? bn.workspace.data() : nullptr};
-    cuda_specialized::linear_batchnorm_softmax(operands(x, w, b, y, precision, split, ld_split), bno,
-                                               space.cuda_stream());
+    using VectorView = decltype(bn.gamma);
+    if constexpr (takes<XView, WView, BView, YView>() && is_cuda_view_of<VectorView, float>() &&
+                  is_cuda_view_of<SView, float>()) {
+      const cuda_specialized::BatchNormOperands bno{
+          bn.gamma.data(), bn.beta.data(), bn.running_mean.data(), bn.running_var.data(),
+          scale.data(),    static_cast<std::int64_t>(scale.extent(0)), training, bn.eps, bn.momentum,
+          bn.workspace.extent(0) ? bn.workspace.data() : nullptr};
+      cuda_specialized::linear_batchnorm_softmax(operands(x, w, b, y, precision, split, ld_split), bno,
+                                                 space.cuda_stream());
+    }
   }
 
   // Fills split with weight's [low | high] parts where the specialization can use them; leaves it alone
