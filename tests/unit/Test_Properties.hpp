@@ -76,22 +76,26 @@ void run_properties(const char* name, F&& one_case) {
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   std::uint64_t seed = seed0;
   int cases = 0;
+  double slowest = 0;
+  std::string slowest_case;
   for (; cases < kMinCases || elapsed() < budget; ++cases, seed = splitmix64(seed)) {
     std::string description;
+    const double case_start = elapsed();
     {
       SCOPED_TRACE(std::string(name) + " case " + std::to_string(cases) + ": SOFTFUSE_TEST_SEED=" +
                    std::to_string(seed) + " runs it first");
       Rng rng(seed);
       one_case(rng, description);
     }
+    if (elapsed() - case_start > slowest) slowest = elapsed() - case_start, slowest_case = description;
     if (::testing::Test::HasFailure()) {
       std::printf("    %s: case %d failed: %s; rerun with SOFTFUSE_TEST_SEED=%" PRIu64 "\n", name, cases,
                   description.c_str(), seed);
       break;
     }
   }
-  std::printf("    %s: %d cases in %.2f s (SOFTFUSE_TEST_SEED=%" PRIu64 ", SOFTFUSE_TEST_BUDGET=%g) on %s\n", name,
-              cases, elapsed(), seed0, budget, TestExecSpace::name());
+  std::printf("    %s: %d cases in %.2f s (SOFTFUSE_TEST_SEED=%" PRIu64 ", SOFTFUSE_TEST_BUDGET=%g) on %s; slowest %.3f s: %s\n",
+              name, cases, elapsed(), seed0, budget, TestExecSpace::name(), slowest, slowest_case.c_str());
 }
 
 inline double uniform(Rng& g, double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(g); }
