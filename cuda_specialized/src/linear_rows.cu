@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(kStatColumns* kStatGroups)
   }
   const double n = static_cast<double>(rows), dm = a / n;
   const double mean = static_cast<double>(z[j]) + dm;  // of the bias-free logits
-  const double var = fmax(b / n - dm * dm, 0.0);        // biased
+  const double v = b / n - dm * dm;
+  const double var = v < 0 ? 0.0 : v;  // biased; rounding may leave it just below 0 (fmax would also turn NaN into 0)
   p.store(j, mean, var);
   running_mean[j] = static_cast<float>((1 - momentum) * running_mean[j] + momentum * (mean + p.bias[j]));
   running_var[j] = static_cast<float>((1 - momentum) * running_var[j] + momentum * var * n / (n - 1));
