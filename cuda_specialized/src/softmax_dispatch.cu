@@ -398,20 +398,23 @@ void run_row(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaSt
   // blocks per SM the residency query allowed (clusters: spread over the SMs, rounded up)
   const int bps = static_cast<int>(ceil_div(static_cast<std::int64_t>(resident) * plan.cluster, di.sms));
   set_carveout(di, f, bps, smem, plan.cluster > 1 && !plan.grid_join);
-  RowArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols, plan.ks, lookahead, 0, nullptr};
+  RowArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols, plan.ks, lookahead, 0, nullptr, nullptr};
   const dim3 grid(static_cast<unsigned>(groups * plan.cluster));
   if (!plan.grid_join) {
     launch(f, grid, plan.threads, smem, plan.cluster, &a, stream,
            plan.cluster > 1 ? "cluster kernel launch" : "block kernel launch");
     return;
   }
-  // Grid groups: a zeroed slot per row and block for the published partials.
-  const std::size_t ws_bytes = static_cast<std::size_t>(p.rows * plan.cluster) * sizeof(GroupSlot<T>);
-  void* ws = workspace_alloc(di, ws_bytes, stream);
+  // Grid groups: a partial and a zeroed flag per row and block.
+  const std::int64_t slots = p.rows * plan.cluster;
+  const std::size_t parts_bytes = static_cast<std::size_t>(slots) * sizeof(MS<T>);
+  const std::size_t flags_bytes = static_cast<std::size_t>(slots) * sizeof(unsigned);
+  void* ws = workspace_alloc(di, parts_bytes + flags_bytes, stream);
   a.group = plan.cluster;
-  a.xslots = static_cast<GroupSlot<T>*>(ws);
+  a.xparts = static_cast<MS<T>*>(ws);
+  a.xflags = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(ws) + parts_bytes);
   try {
-    check(cudaMemsetAsync(ws, 0, ws_bytes, stream), "cudaMemsetAsync (group slots)");
+    check(cudaMemsetAsync(a.xflags, 0, flags_bytes, stream), "cudaMemsetAsync (group flags)");
     launch(f, grid, plan.threads, smem, 0, &a, stream, "group kernel launch", true);
   } catch (...) {
     (void)cudaFreeAsync(ws, stream);

@@ -35,16 +35,6 @@ struct WarpArgs {
 // a cooperative grid through global memory.
 enum class RowJoin { block, cluster, grid };
 
-// A block's partial (m, s) of a row as published to the other blocks of its grid group: each
-// 32-bit piece in its own 8-byte word beside a nonzero tag, so one aligned (single-copy atomic)
-// 8-byte load returns the piece and whether it has been written: no fence, no flag to wait for
-// before the data. The slots are zeroed before the launch and written once.
-template <class T>
-struct GroupSlot {
-  static constexpr int kWords = static_cast<int>(sizeof(T) / 4) + 2;
-  unsigned long long w[kWords];
-};
-
 // Rows held on chip by one warp, one block, a thread-block cluster or a group of blocks
 // (persistent over rows).
 template <class T>
@@ -54,9 +44,11 @@ struct RowArgs {
   std::int64_t ldx, ldy, rows, cols;
   int ks;         // vectors per thread held in shared memory (the kernel's KR more in registers)
   int lookahead;  // 1: one spare slot group, so the next row's first group loads during the join
-  // RowJoin::grid only: blocks per row, and each row's published partials ([rows][group])
+  // RowJoin::grid only: blocks per row, and each row's published partials and their flags
+  // ([rows][group]; the flags zero before the launch)
   int group;
-  GroupSlot<T>* xslots;
+  MS<T>* xparts;
+  unsigned* xflags;
 };
 
 // Shared-memory vectors of a row kernel thread: `stages` commit groups of gs vectors (the

@@ -17,8 +17,8 @@
 //      block pushes its partial into every block's shared memory with st.async, counted by an
 //      mbarrier there (no cluster-wide barrier per row), and every block joins the C partials
 //      in rank order, so all blocks hold the bitwise-same row maximum M and sum S; a grid
-//      group does the same through global memory (a tagged slot per block and row, polled by
-//      warp 0 of every block of the row, then one more __syncthreads);
+//      group does the same through global memory (a partial and a release flag per block and
+//      row, acquired by warp 0 of every block of the row, then one more __syncthreads);
 //   D  y = exp(x - m_g) * (exp(m_g - M) / S): one multiply per element, one exp per group;
 //      right behind each write the copy of the same vector of the block's next row starts
 //      into the freed slot (registers first).
@@ -50,49 +50,35 @@ constexpr int row_min_blocks() {
   return NT == 128 ? 8 : (NT == 256 ? 5 : 2);
 }
 
-// GPU-scope relaxed 8-byte accesses: single-copy atomic, served by L2 (never a stale L1 line).
-__device__ __forceinline__ void st_relaxed_gpu(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.relaxed.gpu.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+__device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ unsigned long long ld_relaxed_gpu(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 
 // Join over the C (<= 32) blocks of a row in a cooperative grid (all co-resident): block
-// `rank` publishes its partial into its slot, then warp 0 of every block waits for each
-// block's slot (lane q for block q) and joins the C partials in the same lane order, so every
-// block gets the bitwise-same (M, S); `bcast` hands it to the block (one __syncthreads).
+// `rank` publishes its partial, then warp 0 of every block waits for each block's flag (lane q
+// for block q) and joins the C partials in the same lane order, so every block gets the
+// bitwise-same (M, S); `bcast` hands it to the block (one __syncthreads). Each flag of a call
+// is written once (one slot per row and block), so a zeroed array needs no reset.
 template <class T>
-__device__ __forceinline__ MS<T> grid_group_join(MS<T> v, GroupSlot<T>* slots, int C, int rank,
-                                                 MS<T>* bcast) {
-  constexpr int NW = GroupSlot<T>::kWords;
-  constexpr unsigned long long kTag = 1ull << 32;
+__device__ __forceinline__ MS<T> grid_group_join(MS<T> v, MS<T>* parts, unsigned* flags, int C,
+                                                 int rank, MS<T>* bcast) {
   if (threadIdx.x == 0) {
-    unsigned u[NW];
-    memcpy(u, &v.m, sizeof(T));
-    memcpy(u + NW - 2, &v.s, sizeof(double));
-#pragma unroll
-    for (int i = 0; i < NW; ++i) st_relaxed_gpu(&slots[rank].w[i], kTag | u[i]);
+    parts[rank] = v;
+    st_release_gpu(&flags[rank], 1u);
   }
   if (threadIdx.x < 32) {
     const int q = threadIdx.x;
     MS<T> w = ms_identity<T>();
     if (q < C) {
-      unsigned u[NW];
-      bool ready = false;
-      while (!ready) {
-        ready = true;
-#pragma unroll
-        for (int i = 0; i < NW; ++i) {
-          const unsigned long long x = ld_relaxed_gpu(&slots[q].w[i]);
-          ready = ready && (x & kTag) != 0;
-          u[i] = static_cast<unsigned>(x);
-        }
+      while (ld_acquire_gpu(&flags[q]) == 0) {
       }
-      memcpy(&w.m, u, sizeof(T));
-      memcpy(&w.s, u + NW - 2, sizeof(double));
+      // from L2: an L1 line may hold a neighbouring slot's line from an earlier row
+      w = MS<T>{__ldcg(&parts[q].m), __ldcg(&parts[q].s)};
     }
     w = warp_join<32>(w);
     if (q == 0) *bcast = w;
@@ -319,7 +305,8 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
     }
 #endif
     if constexpr (J == RowJoin::grid) {
-      tot = grid_group_join(tot, a.xslots + r * C, C, rank, &gtot);
+      const std::int64_t slot0 = r * C;
+      tot = grid_group_join(tot, a.xparts + slot0, a.xflags + slot0, C, rank, &gtot);
     }
     const T M = tot.m;
     const T inv = static_cast<T>(1.0 / tot.s);
