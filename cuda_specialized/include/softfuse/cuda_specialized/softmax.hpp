@@ -6,9 +6,10 @@
 // A row holding a NaN or a +inf, or made only of -inf, comes out as a row of NaN.
 //
 // The kernels are compiled for sm_80 and sm_90a. On Hopper, rows of up to about
-// 1.1 million fp32 columns stay on chip across a thread-block cluster, so device
-// memory sees one read and one write per element; longer rows (and long rows on
-// GPUs without clusters) take a two-pass split path.
+// 1.1 million fp32 columns stay on chip (across a thread-block cluster, or for
+// rows of 1.5-4 MB across a cooperative grid group of blocks), so device memory
+// sees one read and one write per element; longer rows (and long rows on GPUs
+// without clusters) take a two-pass split path.
 #ifndef SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_HPP
 #define SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_HPP
 
