@@ -6,6 +6,8 @@
 #
 # SOFTFUSE_BUILD_DIR overrides the build folder (default build/openmp). Where nvcc exists the
 # hand-tuned CUDA kernels are compiled too (there is no GPU here to run them: scripts/gpu_run.sh).
+# Then the unit tests run again built with AddressSanitizer and UndefinedBehaviorSanitizer
+# (-O1 -g, build/openmp-asan or SOFTFUSE_ASAN_BUILD_DIR; SOFTFUSE_SANITIZERS=OFF skips it).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SOFTFUSE_BUILD_DIR:-$root/build/openmp}
@@ -19,3 +21,12 @@ cmake -S "$root" -B "$build" -C "$deps" -DCMAKE_BUILD_TYPE=Release -DSOFTFUSE_CU
 cmake --build "$build" -j "$jobs"
 export OMP_PROC_BIND=${OMP_PROC_BIND:-false}
 ctest --test-dir "$build" --output-on-failure "$@"
+
+if [ "${SOFTFUSE_SANITIZERS:-ON}" != OFF ]; then
+  asan=${SOFTFUSE_ASAN_BUILD_DIR:-$root/build/openmp-asan}
+  cmake -S "$root" -B "$asan" -C "$deps" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+    -DSOFTFUSE_SANITIZE=address,undefined -DSOFTFUSE_CUDA_SPECIALIZED=OFF \
+    -DSOFTFUSE_ENABLE_BENCHMARKS=OFF -DSOFTFUSE_ENABLE_EXAMPLES=OFF
+  cmake --build "$asan" -j "$jobs"
+  ctest --test-dir "$asan" --output-on-failure "$@"
+fi
