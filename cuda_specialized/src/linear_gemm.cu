@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "linear_impl.hpp"
+#include "softmax_plan.hpp"
 
 namespace softfuse {
 namespace cuda_specialized {
@@ -265,11 +266,13 @@ void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf3
 
 StreamBuffer::StreamBuffer(std::size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {
   if (bytes == 0) return;
-  const cudaError_t err = cudaMallocAsync(&p_, bytes, stream);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
+  int device = 0;
+  check_linear(cudaGetDevice(&device), "cudaGetDevice");
+  try {
+    p_ = workspace_alloc(device, bytes, stream);
+  } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string(kPrefix) + "cannot allocate " + std::to_string(bytes) + " bytes for the " +
-                             what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+                             what + " (" + e.what() + ")");
   }
 }
 

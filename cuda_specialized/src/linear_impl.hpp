@@ -20,8 +20,9 @@ inline void check_linear(cudaError_t err, const char* what) {
   if (err != cudaSuccess) throw_linear_cuda(err, what);
 }
 
-// Device memory allocated on a stream and freed on it when the owner goes out of scope (also when
-// an exception leaves the call): the stream orders every use before the free.
+// Device memory from the library's pool (workspace_alloc), allocated on a stream and freed on it
+// when the owner goes out of scope (also when an exception leaves the call): the stream orders
+// every use before the free.
 class StreamBuffer {
  public:
   StreamBuffer(std::size_t bytes, cudaStream_t stream, const char* what);

@@ -21,6 +21,7 @@
 #include <math_constants.h>
 
 #include "linear_impl.hpp"
+#include "softmax_plan.hpp"
 #include "softfuse/cuda_specialized/softmax.hpp"
 
 namespace softfuse {
@@ -211,11 +212,10 @@ __global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __res
   if (j < out) p.store(j, static_cast<double>(running_mean[j]) - p.bias[j], running_var[j]);
 }
 
-// Shared memory the row kernels may use per block on each device, and the kernels already raised
-// to it (cudaFuncSetAttribute once per device and kernel).
+// The row kernels already raised to the device's opt-in shared memory (cudaFuncSetAttribute once
+// per device and kernel).
 struct RowCache {
   std::mutex mu;
-  std::map<int, int> smem_optin;
   std::map<std::pair<int, const void*>, bool> raised;
 };
 
@@ -224,16 +224,9 @@ RowCache& row_cache() {
   return c;
 }
 
+// Dynamic shared memory a row kernel may use: the opt-in limit less the reductions' static slots.
 int row_smem_bytes(int device) {
-  RowCache& c = row_cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  auto it = c.smem_optin.find(device);
-  if (it != c.smem_optin.end()) return it->second;
-  int optin = 0;
-  check_linear(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device query");
-  // Less the static shared memory of the reductions (3 x 32 slots).
-  const int usable = std::max(0, optin - 32 * (8 + 4 + 4) - 1024);
-  return c.smem_optin.emplace(device, usable).first->second;
+  return std::max(0, device_info(device).smem_optin - 32 * (8 + 4 + 4) - 1024);
 }
 
 template <class Op, int V>
@@ -245,7 +238,7 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
     std::lock_guard<std::mutex> lock(c.mu);
     bool& raised = c.raised[{device, kernel}];
     if (!raised) {
-      check_linear(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem_optin.at(device)),
+      check_linear(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, row_smem_bytes(device)),
                    "cudaFuncSetAttribute");
       raised = true;
     }

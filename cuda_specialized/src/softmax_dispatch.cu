@@ -173,33 +173,6 @@ void launch(const void* func, dim3 grid, int threads, std::int64_t smem, int clu
   check(cudaGetLastError(), what);
 }
 
-// Stream-ordered scratch memory from the library's own pool on the device: unlike the default
-// pool (release threshold 0) it keeps its memory across synchronizations, so a caller that
-// synchronizes after every call does not pay a fresh mapping per call. The workspaces are small
-// (per-row or per-chunk partials: well under 1% of the matrix).
-void* workspace_alloc(const DeviceInfo& di, std::size_t bytes, cudaStream_t stream) {
-  cudaMemPool_t pool = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(cache().mu);
-    auto it = cache().pools.find(di.device);
-    if (it == cache().pools.end()) {
-      cudaMemPoolProps props{};
-      props.allocType = cudaMemAllocationTypePinned;
-      props.location.type = cudaMemLocationTypeDevice;
-      props.location.id = di.device;
-      check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate (workspace)");
-      std::uint64_t keep = ~std::uint64_t(0);
-      check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
-            "cudaMemPoolSetAttribute (workspace)");
-      it = cache().pools.emplace(di.device, pool).first;
-    }
-    pool = it->second;
-  }
-  void* p = nullptr;
-  check(cudaMallocFromPoolAsync(&p, bytes, pool, stream), "cudaMallocFromPoolAsync (workspace)");
-  return p;
-}
-
 template <class T>
 constexpr int vec_width() {
   return 16 / static_cast<int>(sizeof(T));
@@ -409,7 +382,7 @@ void run_row(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaSt
   const std::int64_t slots = p.rows * plan.cluster;
   const std::size_t parts_bytes = static_cast<std::size_t>(slots) * sizeof(MS<T>);
   const std::size_t flags_bytes = static_cast<std::size_t>(slots) * sizeof(unsigned);
-  void* ws = workspace_alloc(di, parts_bytes + flags_bytes, stream);
+  void* ws = workspace_alloc(di.device, parts_bytes + flags_bytes, stream);
   a.group = plan.cluster;
   a.xparts = static_cast<MS<T>*>(ws);
   a.xflags = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(ws) + parts_bytes);
@@ -443,7 +416,7 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
   const std::int64_t nparts = group * nchunks;
   const std::size_t ws_bytes =
       static_cast<std::size_t>(nparts + (combine ? group : 0)) * sizeof(MS<T>);
-  void* ws = workspace_alloc(di, ws_bytes, stream);
+  void* ws = workspace_alloc(di.device, ws_bytes, stream);
   MS<T>* parts = static_cast<MS<T>*>(ws);
   MS<T>* tot = combine ? parts + nparts : nullptr;
   try {
@@ -496,6 +469,34 @@ void softmax_impl(const T* x, std::int64_t ldx, T* y, std::int64_t ldy, std::int
 [[noreturn]] void throw_cuda(cudaError_t err, const char* what) {
   throw std::runtime_error(std::string(kPrefix) + what + ": " + cudaGetErrorName(err) + ": " +
                            cudaGetErrorString(err));
+}
+
+// Stream-ordered scratch memory from the library's own pool on the device: unlike the default
+// pool (release threshold 0) it keeps its memory across synchronizations, so a caller that
+// synchronizes after every call does not pay a fresh mapping per call. The workspaces are small
+// (per-row or per-chunk partials: well under 1% of the matrix; the fused layers' per-feature
+// vectors and 3xTF32 operand splits).
+void* workspace_alloc(int device, std::size_t bytes, cudaStream_t stream) {
+  cudaMemPool_t pool = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache().mu);
+    auto it = cache().pools.find(device);
+    if (it == cache().pools.end()) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = device;
+      check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate (workspace)");
+      std::uint64_t keep = ~std::uint64_t(0);
+      check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+            "cudaMemPoolSetAttribute (workspace)");
+      it = cache().pools.emplace(device, pool).first;
+    }
+    pool = it->second;
+  }
+  void* p = nullptr;
+  check(cudaMallocFromPoolAsync(&p, bytes, pool, stream), "cudaMallocFromPoolAsync (workspace)");
+  return p;
 }
 
 const DeviceInfo& device_info(int device) {

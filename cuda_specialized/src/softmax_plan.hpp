@@ -4,6 +4,7 @@
 #ifndef SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_PLAN_HPP
 #define SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_PLAN_HPP
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -71,6 +72,10 @@ struct Problem {
 [[noreturn]] void throw_cuda(cudaError_t err, const char* what);
 
 const DeviceInfo& device_info(int device);
+
+// Stream-ordered device memory from the library's pool on `device` (kept across synchronizations);
+// free with cudaFreeAsync on a stream ordered after the last use.
+void* workspace_alloc(int device, std::size_t bytes, cudaStream_t stream);
 
 // 16-byte accesses possible: cols, ldx, ldy multiples of the vector width, x and y aligned.
 template <class T>
