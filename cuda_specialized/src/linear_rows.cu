@@ -1,15 +1,9 @@
 // The row part of the fused layers and their public entry points.
 //
 // After the GEMM has written the logits z into y (bias included for GELU), one block per row holds the row
-// in shared memory: u = op(z) (GELU, or the folded BatchNorm + scale), its maximum, exp(u - max)
-// and their sum in double, then y = exp(u - max) / sum. y is read once and written once.
-// BatchNorm folds per feature j into u = (z - center_j) * mul_j + add_j (workspace [center | mul |
-// add]), with z the logits *without* the bias: in training mode the bias cancels (center = batch
-// mean of z), in inference mode center = running_mean - bias is formed in double. Either way no
-// float rounding of z + bias meets a cancellation (a bias of 1e3 against a spread of 1 would cost
-// ~1e-4). Training mode takes the batch mean and biased variance of z in one read of the logits
-// (sums of z - z(0, j) in double, so a large mean against a small spread does not cancel) and
-// updates the running statistics there; inference mode uses the running statistics.
+// in shared memory: u = op(z) (GELU, or the BatchNorm + scale folded into a per-feature affine map
+// by linear_batchnorm.cu), its maximum, exp(u - max) and their sum in double, then
+// y = exp(u - max) / sum. y is read once and written once.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -31,9 +25,6 @@ namespace impl {
 namespace {
 
 constexpr int kRowThreads = 256;
-constexpr int kStatColumns = 32;  // features per block of the statistics kernel (a warp's width)
-constexpr int kStatGroups = 16;   // row groups per block (one warp each): 512 threads, so that
-                                  // several blocks share an SM and 8192 features fit in one wave
 
 template <int V>
 struct alignas(4 * V) Pack {
@@ -153,65 +144,6 @@ __global__ void __launch_bounds__(kRowThreads) fused_row_softmax_kernel(float* _
   }
 }
 
-struct BatchNormParams {
-  const float* bias;
-  const float* gamma;
-  const float* beta;
-  const float* scale;
-  std::int64_t scale_size;
-  double eps;
-  float* center;  // [out] each
-  float* mul;
-  float* add;
-
-  __device__ void store(std::int64_t j, double mean, double var) const {
-    const double s = scale[scale_size == 1 ? 0 : j];
-    center[j] = static_cast<float>(mean);
-    mul[j] = static_cast<float>(s * gamma[j] / sqrt(var + eps));
-    add[j] = static_cast<float>(s * beta[j]);
-  }
-};
-
-// Block (kStatColumns, kStatGroups): lane x takes feature j0 + x, warp g the rows g, g + groups, ...
-__global__ void __launch_bounds__(kStatColumns* kStatGroups)
-    batchnorm_training_kernel(const float* __restrict__ z, std::int64_t ldz, std::int64_t rows, std::int64_t out,
-                              BatchNormParams p, float* running_mean, float* running_var, double momentum) {
-  __shared__ double s1[kStatGroups][kStatColumns + 1];
-  __shared__ double s2[kStatGroups][kStatColumns + 1];
-  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * kStatColumns + threadIdx.x;
-  double a = 0, b = 0;
-  if (j < out) {
-    const double shift = z[j];
-#pragma unroll 4
-    for (std::int64_t i = threadIdx.y; i < rows; i += kStatGroups) {
-      const double d = static_cast<double>(z[i * ldz + j]) - shift;
-      a += d;
-      b += d * d;
-    }
-  }
-  s1[threadIdx.y][threadIdx.x] = a;
-  s2[threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.y != 0 || j >= out) return;
-  for (int g = 1; g < kStatGroups; ++g) {
-    a += s1[g][threadIdx.x];
-    b += s2[g][threadIdx.x];
-  }
-  const double n = static_cast<double>(rows), dm = a / n;
-  const double mean = static_cast<double>(z[j]) + dm;  // of the bias-free logits
-  const double v = b / n - dm * dm;
-  const double var = v < 0 ? 0.0 : v;  // biased; rounding may leave it just below 0 (fmax would also turn NaN into 0)
-  p.store(j, mean, var);
-  running_mean[j] = static_cast<float>((1 - momentum) * running_mean[j] + momentum * (mean + p.bias[j]));
-  running_var[j] = static_cast<float>((1 - momentum) * running_var[j] + momentum * var * n / (n - 1));
-}
-
-__global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __restrict__ running_mean,
-                                           const float* __restrict__ running_var, std::int64_t out) {
-  const std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
-  if (j < out) p.store(j, static_cast<double>(running_mean[j]) - p.bias[j], running_var[j]);
-}
-
 // The row kernels already raised to the device's opt-in shared memory (cudaFuncSetAttribute once
 // per device and kernel).
 struct RowCache {
@@ -328,18 +260,8 @@ void linear_batchnorm_softmax(const LinearOperands& op, const BatchNormOperands&
   LinearOperands logits = op;  // the bias goes into the BatchNorm's affine map instead
   logits.bias = nullptr;
   impl::linear_gemm(logits, stream);
-  const impl::BatchNormParams p{op.bias, bn.gamma, bn.beta, bn.scale, bn.scale_size, bn.eps, ws, ws + op.out, ws + 2 * op.out};
-  if (bn.training) {
-    const dim3 block(impl::kStatColumns, impl::kStatGroups);
-    const unsigned blocks = static_cast<unsigned>((op.out + impl::kStatColumns - 1) / impl::kStatColumns);
-    impl::batchnorm_training_kernel<<<blocks, block, 0, stream>>>(op.y, op.ldy, op.batch, op.out, p,
-                                                                  bn.running_mean, bn.running_var, bn.momentum);
-  } else {
-    const unsigned blocks = static_cast<unsigned>((op.out + 255) / 256);
-    impl::batchnorm_inference_kernel<<<blocks, 256, 0, stream>>>(p, bn.running_mean, bn.running_var, op.out);
-  }
-  impl::check_linear(cudaGetLastError(), "BatchNorm kernel launch");
-  impl::row_softmax(device, op, impl::FeatureAffine{p.center, p.mul, p.add}, stream);
+  impl::batchnorm_affine(op, bn, ws, stream);
+  impl::row_softmax(device, op, impl::FeatureAffine{ws, ws + op.out, ws + 2 * op.out}, stream);
 }
 
 }  // namespace cuda_specialized

@@ -462,27 +462,206 @@ static void bench() {
   d.reset_stats(p);
 }
 
+// ------------------------------------------------------------------------------------------
+// exploration: cuBLASLt features that could take work off the layers
+
+struct LtGemm {  // yᵀ[m, n] (pitch ldc) = alpha · A[k, m]ᵀ · B[k, n] + beta yᵀ (+ bias), TF32, column major
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  LtGemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb, std::int64_t ldc,
+         const float* bias, const float* alpha_vector) {
+    CB(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (bias) {
+      const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+      CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    if (alpha_vector) {
+      const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO;
+      CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm));
+    }
+    CB(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, lda));
+    CB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, ldb));
+    CB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc));
+  }
+  ~LtGemm() {
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(desc);
+  }
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(cublasLtHandle_t lt, std::size_t room) const {
+    cublasLtMatmulPreference_t pref;
+    CB(cublasLtMatmulPreferenceCreate(&pref));
+    CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &room, sizeof room));
+    std::vector<cublasLtMatmulHeuristicResult_t> r(16);
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 16, r.data(), &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    r.resize(st == CUBLAS_STATUS_SUCCESS ? found : 0);
+    return r;
+  }
+  cublasStatus_t run(cublasLtHandle_t lt, const cublasLtMatmulAlgo_t& algo, const void* alpha, const float* a,
+                     const float* b, float beta, float* c, void* work, std::size_t ws) const {
+    return cublasLtMatmul(lt, desc, alpha, a, la, b, lb, &beta, c, lc, c, lc, &algo, work, ws, nullptr);
+  }
+};
+
+static int algo_config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  std::int64_t v = 0;  // attributes are 16 or 32 bits; little endian
+  std::size_t w = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, attr == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID ||
+                                                          attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID ? 2 : 4, &w);
+  return int(v);
+}
+
+static void explore() {
+  const std::int64_t B = 1024, K = 8192, N = 8192;
+  std::printf("building the fp64 reference logits...\n");
+  const Problem p = make_problem(B, K, N, N, false);
+  DevProblem d(p);
+  cublasLtHandle_t lt;
+  CB(cublasLtCreate(&lt));
+  const std::size_t room = std::size_t(64) << 20;
+  Dev<char> work(room);
+  // x split [hi | lo] (the weight's split in d.split is [lo | hi])
+  Dev<float> xs(2 * B * K), tmp(2 * B * K);
+  sc::split_weight_tf32x3(d.x.p, K, B, K, tmp.p, 2 * K, nullptr);
+  CK(cudaMemcpy2D(xs.p, 8 * K, tmp.p + K, 8 * K, 4 * K, B, cudaMemcpyDeviceToDevice));
+  CK(cudaMemcpy2D(xs.p + K, 8 * K, tmp.p, 8 * K, 4 * K, B, cudaMemcpyDeviceToDevice));
+  const float one = 1;
+  char extra[256];
+
+  // the cross products over the concatenated K (with the bias), as the library runs them
+  const LtGemm cross(N, B, 2 * K, 2 * K, 2 * K, N, d.b.p, nullptr);
+  auto cc = cross.candidates(lt, room);
+  cublasLtMatmulAlgo_t cross_algo{};
+  for (auto& r : cc)
+    if (r.workspaceSize == 0) {
+      cross_algo = r.algo;
+      break;
+    }
+  record("explore_cross_products", median_ms([&] { CB(cross.run(lt, cross_algo, &one, d.split.p, xs.p, 0.f, d.y.p, nullptr, 0)); }));
+
+  // the high x high product as one GEMM with split K: each split accumulates K / splits in the
+  // tensor cores, cuBLASLt reduces the splits in fp32
+  const LtGemm high(N, B, K, 2 * K, 2 * K, N, nullptr, nullptr);
+  auto hc = high.candidates(lt, room);
+  for (std::size_t rank = 0; rank < hc.size(); ++rank) {
+    const cublasLtMatmulAlgo_t base = hc[rank].algo;
+    int splitk_cap = 0;
+    std::uint32_t schemes = 0;
+    std::size_t w = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk_cap, sizeof splitk_cap, &w);
+    cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes, &w);
+    std::printf("high x high rank %zu: algo %d tile %d stages %d splitk %d (cap %d, schemes %u) swizzle %d custom %d "
+                "cluster %d ws %zu\n", rank, algo_config(base, CUBLASLT_ALGO_CONFIG_ID),
+                algo_config(base, CUBLASLT_ALGO_CONFIG_TILE_ID), algo_config(base, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                algo_config(base, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), splitk_cap, schemes,
+                algo_config(base, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), algo_config(base, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+                algo_config(base, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), hc[rank].workspaceSize);
+    for (int splits : {1, 4, 8, 16}) {
+      for (std::uint32_t scheme : {CUBLASLT_REDUCTION_SCHEME_NONE, CUBLASLT_REDUCTION_SCHEME_INPLACE,
+                                   CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE}) {
+        if ((splits == 1) != (scheme == CUBLASLT_REDUCTION_SCHEME_NONE)) continue;
+        cublasLtMatmulAlgo_t a = base;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits) ||
+            cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme))
+          continue;
+        cublasLtMatmulHeuristicResult_t chk{};
+        if (cublasLtMatmulAlgoCheck(lt, high.desc, high.la, high.lb, high.lc, high.lc, &a, &chk) != CUBLAS_STATUS_SUCCESS ||
+            chk.workspaceSize > room)
+          continue;
+        bool ok = true;
+        const double t = median_ms([&] {
+          ok = ok && high.run(lt, a, &one, d.split.p + K, xs.p, 1.f, d.y.p, work.p, chk.workspaceSize) == CUBLAS_STATUS_SUCCESS;
+        });
+        if (!ok) continue;
+        CB(cross.run(lt, cross_algo, &one, d.split.p, xs.p, 0.f, d.y.p, nullptr, 0));
+        CB(high.run(lt, a, &one, d.split.p + K, xs.p, 1.f, d.y.p, work.p, chk.workspaceSize));
+        CK(cudaDeviceSynchronize());
+        std::snprintf(extra, sizeof extra,
+                      "\"rank\":%zu,\"algo\":%d,\"tile\":%d,\"splits\":%d,\"scheme\":%u,\"workspace\":%zu,\"logits_err\":%.3e",
+                      rank, algo_config(a, CUBLASLT_ALGO_CONFIG_ID), algo_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID), splits,
+                      scheme, chk.workspaceSize, logits_error(p, d.y.p));
+        record("explore_high_splitk", t, extra);
+      }
+    }
+  }
+
+  // BatchNorm inference folded into the epilogue: yᵀ = mul ⊙ (W x) + shift (alpha vector, bias)
+  Dev<float> mul(N), shift(N);
+  std::vector<float> hm(N), hs(N);
+  for (std::int64_t j = 0; j < N; ++j) hm[j] = float(0.5 + uniform()), hs[j] = float(uniform() - 0.5);
+  mul.put(hm);
+  shift.put(hs);
+  const LtGemm folded(N, B, K, K, K, N, shift.p, mul.p);
+  auto fc = folded.candidates(lt, room);
+  std::printf("alpha-vector epilogue: %zu candidates\n", fc.size());
+  for (std::size_t rank = 0; rank < fc.size() && rank < 8; ++rank) {
+    bool ok = true;
+    const double t = median_ms([&] {
+      ok = ok && folded.run(lt, fc[rank].algo, mul.p, d.w.p, d.x.p, 0.f, d.y.p, work.p, fc[rank].workspaceSize) ==
+                     CUBLAS_STATUS_SUCCESS;
+    });
+    if (!ok) continue;
+    CK(cudaDeviceSynchronize());
+    const std::vector<float> y = d.y.get();
+    double num = 0, den = 0;
+    for (std::int64_t i = 0; i < B; ++i)
+      for (std::int64_t j = 0; j < N; ++j) {
+        const double ref = double(hm[j]) * (p.z64[i * N + j] - p.b[j]) + hs[j];
+        num += (y[i * N + j] - ref) * (y[i * N + j] - ref);
+        den += ref * ref;
+      }
+    std::snprintf(extra, sizeof extra, "\"rank\":%zu,\"workspace\":%zu,\"err\":%.3e", rank, fc[rank].workspaceSize,
+                  std::sqrt(num / den));
+    record("explore_alpha_vector_bias", t, extra);
+  }
+  cublasLtDestroy(lt);
+}
+
+// Each layer once per GEMM precision after a warm-up, for a kernel-level profile (ncu).
+static void profile() {
+  const std::int64_t B = 1024, K = 8192, N = 8192;
+  const Problem p = make_problem(B, K, N, N, false);
+  DevProblem d(p);
+  for (sc::GemmPrecision prec : {sc::GemmPrecision::tf32, sc::GemmPrecision::tf32x3})
+    for (Layer l : {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer})
+      for (int rep = 0; rep < 2; ++rep) {
+        d.run(p, l, prec);
+        CK(cudaDeviceSynchronize());
+      }
+}
+
 int main(int argc, char** argv) {
-  bool do_check = false, do_small = false, do_bench = false;
+  bool do_check = false, do_small = false, do_bench = false, do_explore = false, do_profile = false;
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--check")) do_check = true;
     else if (!std::strcmp(argv[i], "--check-sanitize")) do_small = true;
     else if (!std::strcmp(argv[i], "--bench")) do_bench = true;
+    else if (!std::strcmp(argv[i], "--explore")) do_explore = true;
+    else if (!std::strcmp(argv[i], "--profile")) do_profile = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(5, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--check] [--check-sanitize] [--bench] [--json PATH] [--iters N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check] [--check-sanitize] [--bench] [--explore] [--profile] [--json PATH] [--iters N]\n", argv[0]);
       return 2;
     }
   }
-  if (!do_check && !do_small && !do_bench) do_check = do_bench = true;
+  if (!do_check && !do_small && !do_bench && !do_explore && !do_profile) do_check = do_bench = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, linear_max_out %ld\n", prop.name, long(sc::linear_max_out(0)));
   try {
     if (do_check || do_small) checks(!do_check);
     if (do_bench) bench();
+    if (do_explore) explore();
+    if (do_profile) profile();
   } catch (const std::exception& e) {
     std::printf("EXCEPTION %s\n", e.what());
     return 3;

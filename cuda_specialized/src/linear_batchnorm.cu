@@ -1,0 +1,128 @@
+// The BatchNorm part of Linear -> BatchNorm1d -> scale -> softmax: the per-feature affine map
+// u = (z - center_j) * mul_j + add_j that the row kernel applies (workspace [center | mul | add]),
+// with z the logits *without* the bias. In training mode the bias cancels (center = batch mean of
+// z); in inference mode center = running_mean - bias is formed in double. Either way no float
+// rounding of z + bias meets a cancellation (a bias of 1e3 against a spread of 1 would cost ~1e-4).
+//
+// Training mode takes the batch mean and biased variance of z in one read of the logits (sums of
+// z - z(0, j) in double, so a large mean against a small spread does not cancel) and updates the
+// running statistics (unbiased variance) on the device.
+#include <cuda_runtime.h>
+
+#include "linear_impl.hpp"
+
+namespace softfuse {
+namespace cuda_specialized {
+namespace impl {
+
+namespace {
+
+constexpr int kStatFeatures = 32;  // features per block
+constexpr int kStatThreads = 512;  // enough loads in flight to stream the logits at HBM speed
+
+struct BatchNormParams {
+  const float* bias;
+  const float* gamma;
+  const float* beta;
+  const float* scale;
+  std::int64_t scale_size;
+  double eps;
+  float* center;  // [out] each
+  float* mul;
+  float* add;
+
+  __device__ void store(std::int64_t j, double mean, double var) const {
+    const double s = scale[scale_size == 1 ? 0 : j];
+    center[j] = static_cast<float>(mean);
+    mul[j] = static_cast<float>(s * gamma[j] / sqrt(var + eps));
+    add[j] = static_cast<float>(s * beta[j]);
+  }
+};
+
+// Block: kStatFeatures features j0 .. j0 + 31. Thread (f, slot) with f < kStatFeatures / V loads
+// V consecutive features of rows slot, slot + kSlots, ... (V = 4: a warp reads four 128-byte row
+// segments per load), then the slots are added up in shared memory, one thread per feature.
+template <int V>
+__global__ void __launch_bounds__(kStatThreads)
+    batchnorm_training_kernel(const float* __restrict__ z, std::int64_t ldz, std::int64_t rows, std::int64_t out,
+                              BatchNormParams p, float* running_mean, float* running_var, double momentum) {
+  constexpr int kLanes = kStatFeatures / V;
+  constexpr int kSlots = kStatThreads / kLanes;
+  __shared__ double s1[kSlots][kStatFeatures + 1];
+  __shared__ double s2[kSlots][kStatFeatures + 1];
+  const int f = threadIdx.x % kLanes, slot = threadIdx.x / kLanes;
+  const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.x) * kStatFeatures + f * V;
+  double a[V] = {}, b[V] = {};
+  if (j0 < out) {  // V = 4 only when out % 4 == 0: the whole pack is in range
+    double shift[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) shift[e] = z[j0 + e];
+#pragma unroll 4
+    for (std::int64_t i = slot; i < rows; i += kSlots) {
+      float v[V];
+      if constexpr (V == 4) {
+        const float4 q = *reinterpret_cast<const float4*>(z + i * ldz + j0);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+      } else {
+        v[0] = z[i * ldz + j0];
+      }
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const double d = static_cast<double>(v[e]) - shift[e];
+        a[e] += d;
+        b[e] += d * d;
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    s1[slot][f * V + e] = a[e];
+    s2[slot][f * V + e] = b[e];
+  }
+  __syncthreads();
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * kStatFeatures + threadIdx.x;
+  if (threadIdx.x >= kStatFeatures || j >= out) return;
+  double sa = 0, sb = 0;
+  for (int s = 0; s < kSlots; ++s) {
+    sa += s1[s][threadIdx.x];
+    sb += s2[s][threadIdx.x];
+  }
+  const double n = static_cast<double>(rows), dm = sa / n;
+  const double mean = static_cast<double>(z[j]) + dm;  // of the bias-free logits
+  const double v = sb / n - dm * dm;
+  const double var = v < 0 ? 0.0 : v;  // biased; rounding may leave it just below 0 (fmax would also turn NaN into 0)
+  p.store(j, mean, var);
+  running_mean[j] = static_cast<float>((1 - momentum) * running_mean[j] + momentum * (mean + p.bias[j]));
+  running_var[j] = static_cast<float>((1 - momentum) * running_var[j] + momentum * var * n / (n - 1));
+}
+
+__global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __restrict__ running_mean,
+                                           const float* __restrict__ running_var, std::int64_t out) {
+  const std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (j < out) p.store(j, static_cast<double>(running_mean[j]) - p.bias[j], running_var[j]);
+}
+
+}  // namespace
+
+void batchnorm_affine(const LinearOperands& op, const BatchNormOperands& bn, float* ws, cudaStream_t stream) {
+  const BatchNormParams p{op.bias, bn.gamma, bn.beta, bn.scale, bn.scale_size, bn.eps,
+                          ws,      ws + op.out, ws + 2 * op.out};
+  if (bn.training) {
+    const unsigned blocks = static_cast<unsigned>((op.out + kStatFeatures - 1) / kStatFeatures);
+    const bool vec = op.out % 4 == 0 && op.ldy % 4 == 0 && (reinterpret_cast<std::uintptr_t>(op.y) & 15u) == 0;
+    if (vec)
+      batchnorm_training_kernel<4><<<blocks, kStatThreads, 0, stream>>>(op.y, op.ldy, op.batch, op.out, p,
+                                                                        bn.running_mean, bn.running_var, bn.momentum);
+    else
+      batchnorm_training_kernel<1><<<blocks, kStatThreads, 0, stream>>>(op.y, op.ldy, op.batch, op.out, p,
+                                                                        bn.running_mean, bn.running_var, bn.momentum);
+  } else {
+    const unsigned blocks = static_cast<unsigned>((op.out + 255) / 256);
+    batchnorm_inference_kernel<<<blocks, 256, 0, stream>>>(p, bn.running_mean, bn.running_var, op.out);
+  }
+  check_linear(cudaGetLastError(), "BatchNorm kernel launch");
+}
+
+}  // namespace impl
+}  // namespace cuda_specialized
+}  // namespace softfuse
