@@ -9,10 +9,11 @@
 # racecheck and initcheck over their --check-sanitize sets: every CUDA kernel of softfuse on small shapes.
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
-# $OUT receives at most a handful of files (the device tool returns 8): logs.tar.gz,
-# bench_softmax.json, bench_fused.json, torch_softmax.json, results.json (the benchmarks condensed by
-# perf/summarize_benchmarks.py, with date, device, command and commit), summary.txt, and from the fused
-# layers' driver and the reference framework fused_kernels.json and torch_fused.json.
+# $OUT receives at most 8 files (what the device tool returns): logs.tar.gz (with the raw Google
+# Benchmark files bench_softmax.json and bench_fused.json), torch_softmax.json, results.json (those
+# benchmarks condensed by perf/summarize_benchmarks.py, with date, device, command and commit),
+# summary.txt, and from the fused layers' driver and the reference framework fused_kernels.json,
+# torch_fused.json and their chart fused_layers.png (perf/plot_fused.py).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -42,6 +43,7 @@ finish() {
   local jsons=$(ls "$OUT"/bench_*.json 2>/dev/null)
   [ -z "$jsons" ] || python3 perf/summarize_benchmarks.py --command "bash scripts/gpu_run.sh $script_args" \
     --commit "$commit" $jsons >"$OUT/results.json" 2>>"$logs/summarize.log"
+  [ -z "$jsons" ] || mv $jsons "$logs/"  # condensed in results.json; the raw files travel in logs.tar.gz
   tar -C "$logs" -czf "$OUT/logs.tar.gz" .
   exit $status
 }
@@ -99,6 +101,8 @@ if [ "$what" != test ]; then
     grep -E "^(bench|FAIL|checks)" "$logs/fused_kernels.log" | grep -v lt_sweep | tee -a "$OUT/summary.txt"
     stage torch_fused python3 perf/torch_baseline/fused_torch.py --json "$OUT/torch_fused.json"
     grep -E "^torch" "$logs/torch_fused.log" | tee -a "$OUT/summary.txt"
+    stage plot_fused python3 perf/plot_fused.py "$OUT/fused_kernels.json" "$OUT/torch_fused.json" \
+      -o "$OUT/fused_layers.png"
   fi
   if [ -f perf/torch_baseline/softmax_torch.py ]; then
     stage torch_softmax python3 perf/torch_baseline/softmax_torch.py --json "$OUT/torch_softmax.json"

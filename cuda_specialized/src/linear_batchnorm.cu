@@ -17,8 +17,11 @@ namespace impl {
 
 namespace {
 
-constexpr int kStatFeatures = 32;  // features per block
-constexpr int kStatThreads = 512;  // enough loads in flight to stream the logits at HBM speed
+// 32 features (a 128-byte row segment) per block and 512 threads: 256 blocks for 8192 features.
+// H100, logits 1024 x 8192 (ncu, isolated): 16.5 us; 128 features per block (512-byte segments, 64
+// blocks) took 17.4 us with 1024 threads and 20.5 us with 512.
+constexpr int kStatFeatures = 32;
+constexpr int kStatThreads = 512;
 
 struct BatchNormParams {
   const float* bias;

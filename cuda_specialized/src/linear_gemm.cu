@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -186,17 +187,31 @@ __device__ __forceinline__ float to_tf32(float v) {
 }
 
 // parts[r, 0:cols] and parts[r, cols:2*cols] = (high, low) of a[r, :], or (low, high) if low_first.
+// V = 4: float4 accesses (cols, lda, ldp multiples of 4, 16-byte aligned pointers). Rows over
+// blockIdx.y, so no index division.
+template <int V>
 __global__ void split_tf32x3_kernel(const float* __restrict__ a, std::int64_t lda, std::int64_t rows,
                                     std::int64_t cols, float* __restrict__ parts, std::int64_t ldp, bool low_first) {
-  const std::int64_t total = rows * cols;
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t r = i / cols, c = i - r * cols;
-    const float v = a[r * lda + c];
-    const float hi = to_tf32(v), lo = to_tf32(v - hi);
-    float* p = parts + r * ldp + c;
-    p[0] = low_first ? lo : hi;
-    p[cols] = low_first ? hi : lo;
+  using Vec = std::conditional_t<V == 4, float4, float>;
+  const std::int64_t nv = cols / V;
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const Vec* src = reinterpret_cast<const Vec*>(a + r * lda);
+    Vec* first = reinterpret_cast<Vec*>(parts + r * ldp);
+    Vec* second = reinterpret_cast<Vec*>(parts + r * ldp + cols);
+    for (std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; c < nv;
+         c += std::int64_t(gridDim.x) * blockDim.x) {
+      Vec v = src[c], hi, lo;
+      float* pv = reinterpret_cast<float*>(&v);
+      float* ph = reinterpret_cast<float*>(&hi);
+      float* pl = reinterpret_cast<float*>(&lo);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        ph[e] = to_tf32(pv[e]);
+        pl[e] = to_tf32(pv[e] - ph[e]);
+      }
+      first[c] = low_first ? lo : hi;
+      second[c] = low_first ? hi : lo;
+    }
   }
 }
 
@@ -218,13 +233,21 @@ unsigned grid_for(std::int64_t total) {
 void split(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t cols, float* parts, std::int64_t ldp,
            bool low_first, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  split_tf32x3_kernel<<<grid_for(rows * cols), 256, 0, stream>>>(a, lda, rows, cols, parts, ldp, low_first);
+  const bool vec = cols % 4 == 0 && lda % 4 == 0 && ldp % 4 == 0 &&
+                   ((reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(parts)) & 15u) == 0;
+  const std::int64_t nv = vec ? cols / 4 : cols;
+  const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((nv + 255) / 256, 1024)),
+                  static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
+  if (vec)
+    split_tf32x3_kernel<4><<<grid, 256, 0, stream>>>(a, lda, rows, cols, parts, ldp, low_first);
+  else
+    split_tf32x3_kernel<1><<<grid, 256, 0, stream>>>(a, lda, rows, cols, parts, ldp, low_first);
   check_linear(cudaGetLastError(), "split kernel launch");
 }
 
 }  // namespace
 
-void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf32x3_slice) {
+void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf32x3_max_slice) {
   if (op.batch == 0 || op.out == 0) return;
   if (op.in == 0) {
     broadcast_bias_kernel<<<grid_for(op.batch * op.out), 256, 0, stream>>>(op.bias, op.y, op.ldy, op.batch, op.out);
@@ -243,7 +266,7 @@ void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf3
   // tf32x3. Weight split [lo | hi] and x split [hi | lo]: over the concatenated K = 2 in, one GEMM
   // gives x_hi w_loᵀ + x_lo w_hiᵀ (+ bias); the high x high product follows in K-slices, each added
   // to y by the epilogue in fp32 (round to nearest), so no tensor-core accumulation runs longer
-  // than one slice. The low x low product (2^-22 relative) is dropped.
+  // than one slice (kTf32x3MaxSlice). The low x low product (2^-22 relative) is dropped.
   const std::int64_t k2 = 2 * k;
   std::unique_ptr<StreamBuffer> own_weight;
   const float* ws = op.weight_split;
@@ -258,10 +281,15 @@ void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf3
   split(op.x, op.ldx, n, k, xs.data(), k2, false, stream);
   const cublasComputeType_t tc = CUBLAS_COMPUTE_32F_FAST_TF32;
   gemm(device, tc, m, n, k2, ws, ldws, xs.data(), k2, op.y, op.ldy, op.bias, false, stream);
-  const std::int64_t slice = std::max<std::int64_t>(1, tf32x3_slice);
-  for (std::int64_t k0 = 0; k0 < k; k0 += slice)
-    gemm(device, tc, m, n, std::min(slice, k - k0), ws + k + k0, ldws, xs.data() + k0, k2, op.y, op.ldy, nullptr,
-         true, stream);
+  // The fewest slices of at most tf32x3_max_slice, as even as 64-column units allow (one short
+  // tail slice would get a slower kernel from the heuristic).
+  const std::int64_t max_units = std::max<std::int64_t>(1, tf32x3_max_slice / 64), units = (k + 63) / 64;
+  const std::int64_t slices = (units + max_units - 1) / max_units;
+  for (std::int64_t i = 0, k0 = 0; i < slices; ++i) {
+    const std::int64_t len = std::min(k - k0, 64 * (units / slices + (i < units % slices ? 1 : 0)));
+    gemm(device, tc, m, n, len, ws + k + k0, ldws, xs.data() + k0, k2, op.y, op.ldy, nullptr, true, stream);
+    k0 += len;
+  }
 }
 
 StreamBuffer::StreamBuffer(std::size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {

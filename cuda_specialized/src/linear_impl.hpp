@@ -36,14 +36,18 @@ class StreamBuffer {
   cudaStream_t stream_;
 };
 
-// Columns of the high x high product per K-slice in tf32x3 mode; the tensor cores accumulate at
-// most this many products before the fp32 epilogue adds the slice to y.
-constexpr std::int64_t kTf32x3DefaultSlice = 1024;
+// tf32x3: the longest K-slice of the high x high product. The tensor cores accumulate at most
+// this many products before the fp32 epilogue adds the slice to y; the logits' error grows
+// linearly with the slice (H100, the 1024 x 8192 x 8192 workload: 2.4e-6 at 1024 and 2.8e-6 at
+// 1216 against SGEMM's 1.6e-6, 1.9e-5 unsliced), and each slice costs a read and a write of y.
+// K is cut into the fewest slices of at most this length, evenly, each a multiple of 64 columns
+// (256-byte-aligned operand offsets): 7 slices of <= 1216 for K = 8192.
+constexpr std::int64_t kTf32x3MaxSlice = 1216;
 
-// y = x · weightᵀ + bias in op.precision (op.y receives the logits; op.bias may be null: no bias). tf32x3_slice: K per
-// high x high slice (tf32x3 only; the benchmark driver sweeps it).
+// y = x · weightᵀ + bias in op.precision (op.y receives the logits; op.bias may be null: no bias).
+// tf32x3_max_slice: see kTf32x3MaxSlice (tf32x3 only; the benchmark driver sweeps it).
 void linear_gemm(const LinearOperands& op, cudaStream_t stream,
-                 std::int64_t tf32x3_slice = kTf32x3DefaultSlice);
+                 std::int64_t tf32x3_max_slice = kTf32x3MaxSlice);
 
 // Writes the BatchNorm's per-feature affine map (scale folded in) into ws = [center | mul | add]
 // (3 * op.out floats): from the batch statistics of the bias-free logits in op.y, updating the

@@ -11,6 +11,10 @@
 //   --check           every layer x precision on odd shapes and the full workload, against fp64
 //   --check-sanitize  small shapes only (for compute-sanitizer)
 //   --bench           the 1024 x 8192 x 8192 workload: GEMMs alone, layers, tf32x3 slice sweep
+//   --explore         cuBLASLt options that could take work off the layers (split-K for the high x
+//                     high product, BatchNorm folded into an alpha-vector epilogue)
+//   --profile         one call per layer and GEMM precision on the workload, for
+//                     `ncu --clock-control none --metrics gpu__time_duration.sum --csv ... --profile`
 //   --json PATH       results as JSON;  --iters N  timed repetitions (default 20)
 // Exit status non-zero when a check fails.
 #include <algorithm>
@@ -444,10 +448,11 @@ static void bench() {
     std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e", logits_error(p, d.y.p));
     record(std::string("lt_gemm_") + name(prec), t, extra);
   }
-  for (std::int64_t slice : {256, 512, 1024, 2048, 4096, 8192}) {
+  for (std::int64_t slice : {256, 512, 1024, 1216, 2048, 4096, 8192}) {  // the longest slice; 1216: the library's
     const sc::LinearOperands o = d.ops(p, sc::GemmPrecision::tf32x3);
     const double t = median_ms([&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr, slice); });
-    std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e,\"slice\":%ld", logits_error(p, d.y.p), long(slice));
+    std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e,\"max_slice\":%ld,\"slices\":%ld", logits_error(p, d.y.p),
+                  long(slice), long((K + slice - 1) / slice));
     record("lt_gemm_tf32x3_slice" + std::to_string(slice), t, extra);
   }
   // the layers
@@ -458,6 +463,25 @@ static void bench() {
       std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f", t / base);
       record(std::string(name(l)) + "_" + name(prec), t, extra);
     }
+  }
+  // the tf32x3 GEMM alone again, right after the layers, and a layer timed over back-to-back calls
+  {
+    const sc::LinearOperands o = d.ops(p, sc::GemmPrecision::tf32x3);
+    record("lt_gemm_tf32x3_again", median_ms([&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr); }));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int rep = 0; rep < 2; ++rep) {
+      CK(cudaEventRecord(e0));
+      for (int i = 0; i < iters; ++i) d.run(p, Layer::gelu_exact, sc::GemmPrecision::tf32x3);
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      record("gelu_exact_tf32x3_back_to_back", ms / iters);
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
   }
   d.reset_stats(p);
 }
