@@ -1,8 +1,13 @@
 // The BatchNorm part of Linear -> BatchNorm1d -> scale -> softmax: the per-feature affine map
-// u = (z - center_j) * mul_j + add_j that the row kernel applies (workspace [center | mul | add]),
-// with z the logits *without* the bias. In training mode the bias cancels (center = batch mean of
-// z); in inference mode center = running_mean - bias is formed in double. Either way no float
-// rounding of z + bias meets a cancellation (a bias of 1e3 against a spread of 1 would cost ~1e-4).
+// u = z * mul_j + shift_j (one fma) that the row kernel applies (workspace [mul | shift]), with z
+// the logits *without* the bias. mul_j = scale * gamma_j / sqrt(var_j + eps) and
+// shift_j = scale * beta_j - center_j * mul_j, where center_j is the batch mean of z in training
+// mode (the bias cancels) and running_mean_j - bias_j in inference mode. shift_j is formed in
+// double from the float mul_j the kernel multiplies by, so its one rounding is the only error the
+// fold adds: eps |shift_j|, the size of u's own rounding, where z * mul_j and shift_j cancel. No
+// float rounding of z + bias meets a cancellation (a bias of 1e3 against a spread of 1 would
+// cost ~1e-4). Two vectors rather than [center | mul | add]: the row kernel reads them from L2
+// once per row, as many bytes again as the row itself.
 //
 // Training mode takes the batch mean and biased variance of z in one read of the logits (sums of
 // z - z(0, j) in double, so a large mean against a small spread does not cancel) and updates the
@@ -18,8 +23,11 @@ namespace impl {
 namespace {
 
 // 32 features (a 128-byte row segment) per block and 512 threads: 256 blocks for 8192 features.
-// H100, logits 1024 x 8192 (ncu, isolated, one device call): 16.5-17.9 us; 128 features per block
-// (512-byte segments, 64 blocks) took 17.4-18.9 us with 1024 threads and 20.3-22.3 us with 512.
+// H100, logits 1024 x 8192 (ncu, isolated): 16.4-17.9 us. Measured slower or no faster
+// (perf/results/h100_fused_stats_variants_2026-11-22.txt): 128 features per block (512-byte
+// segments, 64 blocks) 17.4-22.3 us, and as clusters of 4 blocks over the rows (256 blocks, partial
+// sums joined through DSMEM) 25.9-26.1 us; per-block staggered start rows 18.4-20.1 us; 8 or 16
+// rows per thread summed in float before the double 16.3-18.1 us.
 constexpr int kStatFeatures = 32;
 constexpr int kStatThreads = 512;
 
@@ -30,17 +38,24 @@ struct BatchNormParams {
   const float* scale;
   std::int64_t scale_size;
   double eps;
-  float* center;  // [out] each
-  float* mul;
-  float* add;
+  float* mul;  // [out] each
+  float* shift;
 
-  __device__ void store(std::int64_t j, double mean, double var) const {
+  __device__ void store(std::int64_t j, double center, double var) const {
     const double s = scale[scale_size == 1 ? 0 : j];
-    center[j] = static_cast<float>(mean);
-    mul[j] = static_cast<float>(s * gamma[j] / sqrt(var + eps));
-    add[j] = static_cast<float>(s * beta[j]);
+    const float m = static_cast<float>(s * gamma[j] / sqrt(var + eps));
+    mul[j] = m;
+    shift[j] = static_cast<float>(s * beta[j] - center * m);
   }
 };
+
+// The row kernel that follows reads the logits before it waits for this grid
+// (programmatic dependent launch, sm_90): let it be scheduled as soon as multiprocessors free up.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
 
 // Block: kStatFeatures features j0 .. j0 + 31. Thread (f, slot) with f < kStatFeatures / V loads
 // V consecutive features of rows slot, slot + kSlots, ... (V = 4: a warp reads four 128-byte row
@@ -49,6 +64,7 @@ template <int V>
 __global__ void __launch_bounds__(kStatThreads)
     batchnorm_training_kernel(const float* __restrict__ z, std::int64_t ldz, std::int64_t rows, std::int64_t out,
                               BatchNormParams p, float* running_mean, float* running_var, double momentum) {
+  allow_dependent_launch();
   constexpr int kLanes = kStatFeatures / V;
   constexpr int kSlots = kStatThreads / kLanes;
   __shared__ double s1[kSlots][kStatFeatures + 1];
@@ -101,6 +117,7 @@ __global__ void __launch_bounds__(kStatThreads)
 
 __global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __restrict__ running_mean,
                                            const float* __restrict__ running_var, std::int64_t out) {
+  allow_dependent_launch();
   const std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   if (j < out) p.store(j, static_cast<double>(running_mean[j]) - p.bias[j], running_var[j]);
 }
@@ -108,8 +125,7 @@ __global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __res
 }  // namespace
 
 void batchnorm_affine(const LinearOperands& op, const BatchNormOperands& bn, float* ws, cudaStream_t stream) {
-  const BatchNormParams p{op.bias, bn.gamma, bn.beta, bn.scale, bn.scale_size, bn.eps,
-                          ws,      ws + op.out, ws + 2 * op.out};
+  const BatchNormParams p{op.bias, bn.gamma, bn.beta, bn.scale, bn.scale_size, bn.eps, ws, ws + op.out};
   if (bn.training) {
     const unsigned blocks = static_cast<unsigned>((op.out + kStatFeatures - 1) / kStatFeatures);
     const bool vec = op.out % 4 == 0 && op.ldy % 4 == 0 && (reinterpret_cast<std::uintptr_t>(op.y) & 15u) == 0;

@@ -49,8 +49,8 @@ constexpr std::int64_t kTf32x3MaxSlice = 1216;
 void linear_gemm(const LinearOperands& op, cudaStream_t stream,
                  std::int64_t tf32x3_max_slice = kTf32x3MaxSlice);
 
-// Writes the BatchNorm's per-feature affine map (scale folded in) into ws = [center | mul | add]
-// (3 * op.out floats): from the batch statistics of the bias-free logits in op.y, updating the
+// Writes the BatchNorm's per-feature affine map (scale folded in) into ws = [mul | shift]
+// (2 * op.out floats): from the batch statistics of the bias-free logits in op.y, updating the
 // running statistics, in training mode; from the running statistics otherwise.
 void batchnorm_affine(const LinearOperands& op, const BatchNormOperands& bn, float* ws, cudaStream_t stream);
 

@@ -10,9 +10,15 @@
 //
 //   --check           every layer x precision on odd shapes and the full workload, against fp64
 //   --check-sanitize  small shapes only (for compute-sanitizer)
-//   --bench           the 1024 x 8192 x 8192 workload: GEMMs alone, layers, tf32x3 slice sweep
+//   --bench           the 1024 x 8192 x 8192 workload: GEMMs alone, tf32x3 slice sweep, the layers
+//                     timed interleaved with the matching cuBLAS GEMM alone
 //   --explore         cuBLASLt options that could take work off the layers (split-K for the high x
 //                     high product, BatchNorm folded into an alpha-vector epilogue)
+//   --quick           the tf32 layers and the TF32 GEMM alone timed call by call interleaved, three
+//                     rounds (A/B tests of the row work)
+//   --split-proto     the BatchNorm-training GEMM cut into two halves of the features, the first
+//                     half's statistics beside the second half's GEMM (measured: no gain, the cut
+//                     GEMM costs what the overlap saves; perf/results/h100_fused_session4_2026-11-22.txt)
 //   --profile         one call per layer and GEMM precision on the workload, for
 //                     `ncu --clock-control none --metrics gpu__time_duration.sum --csv ... --profile`
 //   --json PATH       results as JSON;  --iters N  timed repetitions (default 20)
@@ -341,6 +347,8 @@ static double median_ms(const std::function<void()>& f) {
   return t[iters / 2];
 }
 
+static std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fs);
+
 static std::string json_bench;
 static void record(const std::string& name, double ms, const std::string& extra = "") {
   std::printf("bench %-34s %8.4f ms %s\n", name.c_str(), ms, extra.c_str());
@@ -455,13 +463,31 @@ static void bench() {
                   long(slice), long((K + slice - 1) / slice));
     record("lt_gemm_tf32x3_slice" + std::to_string(slice), t, extra);
   }
-  // the layers
+  // the layers, each precision's three timed call by call interleaved with its cuBLAS GEMM alone
+  // (SGEMM for fp32 and tf32x3, TF32 for tf32): the ratios compare calls made at the same clocks
+  const std::vector<Layer> layers{Layer::gelu_exact, Layer::bn_train, Layer::bn_infer};
   for (sc::GemmPrecision prec : {sc::GemmPrecision::fp32, sc::GemmPrecision::tf32, sc::GemmPrecision::tf32x3}) {
-    const double base = prec == sc::GemmPrecision::tf32 ? tg : sg;
-    for (Layer l : {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer}) {
-      const double t = median_ms([&] { d.run(p, l, prec); });
-      std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f", t / base);
-      record(std::string(name(l)) + "_" + name(prec), t, extra);
+    const bool tc = prec == sc::GemmPrecision::tf32;
+    std::vector<std::function<void()>> fs{[&] {
+      if (tc) {
+        CB(cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH));
+        CB(cublasGemmEx(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, CUDA_R_32F, int(K),
+                        d.x.p, CUDA_R_32F, int(K), &zero, d.y.p, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F_FAST_TF32,
+                        CUBLAS_GEMM_DEFAULT));
+      } else {
+        CB(cublasSetMathMode(blas(), CUBLAS_PEDANTIC_MATH));
+        CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, int(K), d.x.p, int(K),
+                       &zero, d.y.p, int(N)));
+      }
+    }};
+    for (Layer l : layers) fs.push_back([&, l, prec] { d.run(p, l, prec); });
+    const std::vector<double> t = interleaved_medians(fs);
+    CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+    record(std::string(tc ? "cublas_tf32" : "cublas_sgemm") + "_interleaved_" + name(prec), t[0]);
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+      std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f,\"vs_cublas_alone_early\":%.4f", t[k + 1] / t[0],
+                    t[k + 1] / (tc ? tg : sg));
+      record(std::string(name(layers[k])) + "_" + name(prec), t[k + 1], extra);
     }
   }
   // the tf32x3 GEMM alone again, right after the layers, and a layer timed over back-to-back calls
@@ -648,6 +674,168 @@ static void explore() {
   cublasLtDestroy(lt);
 }
 
+// Medians of several calls timed interleaved, call by call (each between its own events), so
+// that every median sees the same clocks and temperature: the GPU's clocks drift over a run.
+static std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fs) {
+  const std::size_t n = fs.size();
+  for (int i = 0; i < 3; ++i)
+    for (auto& f : fs) f();
+  CK(cudaDeviceSynchronize());
+  std::vector<cudaEvent_t> ev(2 * n * iters);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  for (int i = 0; i < iters; ++i)
+    for (std::size_t k = 0; k < n; ++k) {
+      CK(cudaEventRecord(ev[2 * (i * n + k)]));
+      fs[k]();
+      CK(cudaEventRecord(ev[2 * (i * n + k) + 1]));
+    }
+  CK(cudaDeviceSynchronize());
+  std::vector<double> med(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    std::vector<float> t(iters);
+    for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * (i * n + k)], ev[2 * (i * n + k) + 1]));
+    std::sort(t.begin(), t.end());
+    med[k] = t[iters / 2];
+  }
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  return med;
+}
+
+// The tf32 target in brief: cuBLAS TF32 alone and the three layers, interleaved, in three rounds.
+static void quick() {
+  const std::int64_t B = 1024, K = 8192, N = 8192;
+  const Problem p = make_problem(B, K, N, N, false);
+  DevProblem d(p);
+  const float one = 1, zero = 0;
+  char extra[64];
+  const std::vector<Layer> layers{Layer::gelu_exact, Layer::bn_train, Layer::bn_infer};
+  std::vector<std::function<void()>> fs{[&] {
+    CB(cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH));
+    CB(cublasGemmEx(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, CUDA_R_32F, int(K), d.x.p,
+                    CUDA_R_32F, int(K), &zero, d.y.p, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+  }};
+  for (Layer l : layers) fs.push_back([&, l] { d.run(p, l, sc::GemmPrecision::tf32); });
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<double> t = interleaved_medians(fs);
+    record("cublas_tf32", t[0]);
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+      std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f", t[k + 1] / t[0]);
+      record(std::string(name(layers[k])) + "_tf32", t[k + 1], extra);
+    }
+  }
+  CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+  d.reset_stats(p);
+}
+
+// Prototype: the tf32 BatchNorm-training GEMM cut into two halves of the features, so that the
+// first half's statistics run beside the second half's GEMM.
+static void split_proto() {
+  const std::int64_t B = 1024, K = 8192, N = 8192, H = N / 2;
+  const Problem p = make_problem(B, K, N, N, false);
+  DevProblem d(p);
+  const float one = 1, zero = 0;
+  namespace si = softfuse::cuda_specialized::impl;
+  sc::LinearOperands full = d.ops(p, sc::GemmPrecision::tf32);
+  full.bias = nullptr;
+  sc::LinearOperands h1 = full, h2 = full;
+  h1.out = H;
+  h2.out = H;
+  h2.weight += H * K;
+  h2.y += H;
+  const auto bn_of = [&](std::int64_t j0, std::int64_t n, float* ws) {
+    (void)n;
+    return sc::BatchNormOperands{d.gamma.p + j0, d.beta.p + j0, d.rmean.p + j0, d.rvar.p + j0, d.scale.p,
+                                 std::int64_t(d.scale.n), true, 1e-5, 0.1, ws};
+  };
+  Dev<float> ws1(2 * H), ws2(2 * H), wsf(2 * N);
+  sc::LinearOperands b1 = h1, b2 = h2;  // bias pointers for the statistics' running mean
+  b1.bias = d.b.p;
+  b2.bias = d.b.p + H;
+  sc::LinearOperands bf = full;
+  bf.bias = d.b.p;
+  int lo = 0, hi = 0;
+  CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  cudaStream_t main_s, side_hi, side_lo;
+  CK(cudaStreamCreateWithFlags(&main_s, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithPriority(&side_hi, cudaStreamNonBlocking, hi));
+  CK(cudaStreamCreateWithPriority(&side_lo, cudaStreamNonBlocking, lo));
+  cudaEvent_t e1, e2;
+  CK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming));
+  std::printf("stream priorities: least %d greatest %d\n", lo, hi);
+  CB(cublasSetStream(blas(), main_s));
+  CB(cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH));
+  // timed on main_s: the events of interleaved_medians are on the legacy stream, so sync around
+  const auto on_main = [&](const std::function<void()>& f) {
+    return [&, f] {
+      CK(cudaEventRecord(e1, nullptr));
+      CK(cudaStreamWaitEvent(main_s, e1, 0));
+      f();
+      CK(cudaEventRecord(e2, main_s));
+      CK(cudaStreamWaitEvent(nullptr, e2, 0));
+    };
+  };
+  cudaEvent_t f1, f2;
+  CK(cudaEventCreateWithFlags(&f1, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&f2, cudaEventDisableTiming));
+  const std::vector<std::function<void()>> fs{
+      on_main([&] {
+        CB(cublasGemmEx(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, CUDA_R_32F, int(K), d.x.p,
+                        CUDA_R_32F, int(K), &zero, d.y.p, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F_FAST_TF32,
+                        CUBLAS_GEMM_DEFAULT));
+      }),
+      on_main([&] { si::linear_gemm(full, main_s); }),
+      on_main([&] {
+        si::linear_gemm(full, main_s);
+        si::batchnorm_affine(bf, bn_of(0, N, wsf.p), wsf.p, main_s);
+      }),
+      on_main([&] {
+        si::linear_gemm(h1, main_s);
+        si::linear_gemm(h2, main_s);
+      }),
+      on_main([&] {
+        si::linear_gemm(h1, main_s);
+        si::linear_gemm(h2, main_s);
+        si::batchnorm_affine(b1, bn_of(0, H, ws1.p), ws1.p, main_s);
+        si::batchnorm_affine(b2, bn_of(H, H, ws2.p), ws2.p, main_s);
+      }),
+      on_main([&] {  // second GEMM on a high-priority stream, first statistics beside it
+        si::linear_gemm(h1, main_s);
+        CK(cudaEventRecord(f1, main_s));
+        CK(cudaStreamWaitEvent(side_hi, f1, 0));
+        si::linear_gemm(h2, side_hi);
+        CK(cudaEventRecord(f2, side_hi));
+        si::batchnorm_affine(b1, bn_of(0, H, ws1.p), ws1.p, main_s);
+        CK(cudaStreamWaitEvent(main_s, f2, 0));
+        si::batchnorm_affine(b2, bn_of(H, H, ws2.p), ws2.p, main_s);
+      }),
+      on_main([&] {  // first statistics on a low-priority side stream
+        si::linear_gemm(h1, main_s);
+        CK(cudaEventRecord(f1, main_s));
+        CK(cudaStreamWaitEvent(side_lo, f1, 0));
+        si::linear_gemm(h2, main_s);
+        si::batchnorm_affine(b1, bn_of(0, H, ws1.p), ws1.p, side_lo);
+        CK(cudaEventRecord(f2, side_lo));
+        si::batchnorm_affine(b2, bn_of(H, H, ws2.p), ws2.p, main_s);
+        CK(cudaStreamWaitEvent(main_s, f2, 0));
+      }),
+  };
+  const char* names[] = {"proto_cublas_tf32", "proto_gemm_full", "proto_gemm_full_stats", "proto_gemm_halves",
+                         "proto_gemm_halves_stats_serial", "proto_split_gemm2_high_priority",
+                         "proto_split_stats1_side"};
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<double> t = interleaved_medians(fs);
+    for (std::size_t k = 0; k < t.size(); ++k) {
+      char extra[64];
+      std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f", t[k] / t[0]);
+      record(names[k], t[k], extra);
+    }
+  }
+  CB(cublasSetStream(blas(), nullptr));
+  CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+  d.reset_stats(p);
+}
+
 // Each layer once per GEMM precision after a warm-up, for a kernel-level profile (ncu).
 static void profile() {
   const std::int64_t B = 1024, K = 8192, N = 8192;
@@ -662,7 +850,7 @@ static void profile() {
 }
 
 int main(int argc, char** argv) {
-  bool do_check = false, do_small = false, do_bench = false, do_explore = false, do_profile = false;
+  bool do_check = false, do_small = false, do_bench = false, do_explore = false, do_profile = false, do_quick = false, do_split = false;
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--check")) do_check = true;
@@ -670,14 +858,16 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--bench")) do_bench = true;
     else if (!std::strcmp(argv[i], "--explore")) do_explore = true;
     else if (!std::strcmp(argv[i], "--profile")) do_profile = true;
+    else if (!std::strcmp(argv[i], "--quick")) do_quick = true;
+    else if (!std::strcmp(argv[i], "--split-proto")) do_split = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(5, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--check] [--check-sanitize] [--bench] [--explore] [--profile] [--json PATH] [--iters N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check] [--check-sanitize] [--bench] [--explore] [--quick] [--profile] [--json PATH] [--iters N]\n", argv[0]);
       return 2;
     }
   }
-  if (!do_check && !do_small && !do_bench && !do_explore && !do_profile) do_check = do_bench = true;
+  if (!do_check && !do_small && !do_bench && !do_explore && !do_profile && !do_quick && !do_split) do_check = do_bench = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, linear_max_out %ld\n", prop.name, long(sc::linear_max_out(0)));
@@ -685,6 +875,8 @@ int main(int argc, char** argv) {
     if (do_check || do_small) checks(!do_check);
     if (do_bench) bench();
     if (do_explore) explore();
+    if (do_quick) quick();
+    if (do_split) split_proto();
     if (do_profile) profile();
   } catch (const std::exception& e) {
     std::printf("EXCEPTION %s\n", e.what());

@@ -57,7 +57,7 @@ struct BatchNormOperands {
   std::int64_t scale_size;
   bool training;
   double eps, momentum;
-  float* workspace;       // 3 * out floats, or nullptr (then allocated and freed on the stream)
+  float* workspace;       // 2 * out floats, or nullptr (then allocated and freed on the stream)
 };
 
 // True when the fused kernels can run on `device` (as softmax_available). Never throws.
