@@ -23,11 +23,11 @@ namespace impl {
 namespace {
 
 // 32 features (a 128-byte row segment) per block and 512 threads: 256 blocks for 8192 features.
-// H100, logits 1024 x 8192 (ncu, isolated): 16.4-17.9 us. Measured slower or no faster
-// (perf/results/h100_fused_stats_variants_2026-11-22.txt): 128 features per block (512-byte
-// segments, 64 blocks) 17.4-22.3 us, and as clusters of 4 blocks over the rows (256 blocks, partial
-// sums joined through DSMEM) 25.9-26.1 us; per-block staggered start rows 18.4-20.1 us; 8 or 16
-// rows per thread summed in float before the double 16.3-18.1 us.
+// H100, logits 1024 x 8192 (ncu, isolated): 16.4-17.9 us. Measured slower or no faster, isolated
+// (perf/results/h100_fused_stats_variants_2026-11-22.txt, h100_fused_session4_2026-11-22.txt):
+// 128 features per block (512-byte segments, 64 blocks) 17.4-22.3 us, and as clusters of 4 blocks
+// over the rows (256 blocks, partial sums joined through DSMEM) 25.9-26.1 us; per-block staggered
+// start rows 18.4-20.1 us; 8 or 16 rows per thread summed in float before the double 16.3-18.1 us.
 constexpr int kStatFeatures = 32;
 constexpr int kStatThreads = 512;
 
