@@ -34,8 +34,8 @@ struct alignas(4 * V) Pack {
 // shared memory) and the blocks per multiprocessor the registers must allow.
 //
 // GELU: 256 threads and the row in shared memory (6 rows of 8192 floats per multiprocessor); erff
-// makes the kernel partly compute-bound, and 128 threads with half the row in registers (8 rows)
-// measured slower: 26.0-26.6 us against 24.4 (H100, ncu in the layer, 1024 x 8192).
+// makes the kernel partly compute-bound, and 128 threads with part of the row in registers (8 rows)
+// measured slower: 26.0-26.6 us against 24.0-24.4 (H100, ncu in the layer, 1024 x 8192).
 struct GeluShape {
   static constexpr int kThreads = 256, kRegPacks = 0, kMinBlocks = 1;
   static constexpr bool kParamsFromPreviousKernel = false;
@@ -67,7 +67,9 @@ struct GeluTanh : GeluShape {
 // registers (63-64 registers, no spills; 8 would spill) and 20 KB of shared memory: 8 rows per
 // multiprocessor, so the 1024 rows of the workload are resident at once on 132 multiprocessors.
 // The whole row in shared memory (256 threads, 33 KB: 6 rows) left 232 rows to a second,
-// latency-bound round: 22.3-25.0 us against 20.2-23.5 us (H100, ncu in the layer).
+// latency-bound round. H100, ncu in the layer: 23.7-24.2 us against 20.2-20.4 us after the
+// training statistics, 25.8-26.2 against 22.7-23.5 after the inference map (calls 1-2 of
+// perf/results/h100_fused_session4_2026-11-22.txt; such in-layer times vary ~3 us between calls).
 // The map comes from the kernel just before (statistics or inference map): on sm_90 the row kernel
 // is a programmatic dependent launch that loads its row while that kernel finishes, and waits for
 // it only before applying the map (BatchNorm layers 0-1 % faster with it, interleaved A/B).
