@@ -119,6 +119,17 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
   const int nreg = P * static_cast<int>(blockDim.x);
   Pack<V> reg[P > 0 ? P : 1];
 
+  // f(i, p) for each pack i of this thread, p its register or shared-memory storage
+  const auto each_pack = [&](auto&& f) {
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i < nvec) f(i, reg[k]);
+    }
+#pragma unroll 4
+    for (int i = nreg + threadIdx.x; i < nvec; i += blockDim.x) f(i, row_s[i - nreg]);
+  };
+
   float m = -CUDART_INF_F;
   int nan_seen = 0;
   const auto apply = [&](int i, Pack<V>& p) {
@@ -130,31 +141,13 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
     }
   };
   if constexpr (Op::kParamsFromPreviousKernel) {
-#pragma unroll
-    for (int k = 0; k < P; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
-      if (i < nvec) reg[k] = row[i];
-    }
-#pragma unroll 4
-    for (int i = nreg + threadIdx.x; i < nvec; i += blockDim.x) row_s[i - nreg] = row[i];
+    each_pack([&](int i, Pack<V>& p) { p = row[i]; });
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
     asm volatile("griddepcontrol.wait;\n" ::: "memory");  // a no-op unless launched as a dependent
 #endif
-#pragma unroll
-    for (int k = 0; k < P; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
-      if (i < nvec) apply(i, reg[k]);
-    }
-#pragma unroll 4
-    for (int i = nreg + threadIdx.x; i < nvec; i += blockDim.x) apply(i, row_s[i - nreg]);
+    each_pack(apply);
   } else {
-#pragma unroll
-    for (int k = 0; k < P; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
-      if (i < nvec) apply(i, reg[k] = row[i]);
-    }
-#pragma unroll 4
-    for (int i = nreg + threadIdx.x; i < nvec; i += blockDim.x) apply(i, row_s[i - nreg] = row[i]);
+    each_pack([&](int i, Pack<V>& p) { apply(i, p = row[i]); });
   }
   const float big = block_reduce(m, [](float a, float b) { return fmaxf(a, b); }, fslots);
   const int bad = block_reduce(nan_seen, [](int a, int b) { return a | b; }, islots);
@@ -166,7 +159,7 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
     return;
   }
   double s = 0;
-  const auto expo = [&](Pack<V>& p) {
+  each_pack([&](int, Pack<V>& p) {
     float part = 0;
 #pragma unroll
     for (int e = 0; e < V; ++e) {
@@ -174,26 +167,15 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
       part += p.v[e];
     }
     s += part;
-  };
-#pragma unroll
-  for (int k = 0; k < P; ++k)
-    if (threadIdx.x + k * blockDim.x < nvec) expo(reg[k]);
-#pragma unroll 4
-  for (int i = nreg + threadIdx.x; i < nvec; i += blockDim.x) expo(row_s[i - nreg]);
+  });
   const double sum = block_reduce(s, [](double a, double b) { return a + b; }, dslots);
   const float inv = static_cast<float>(1.0 / sum);
-  const auto put = [&](int i, Pack<V> p) {
+  each_pack([&](int i, const Pack<V>& p) {
+    Pack<V> q = p;
 #pragma unroll
-    for (int e = 0; e < V; ++e) p.v[e] *= inv;
-    row[i] = p;
-  };
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
-    if (i < nvec) put(i, reg[k]);
-  }
-#pragma unroll 4
-  for (int i = nreg + threadIdx.x; i < nvec; i += blockDim.x) put(i, row_s[i - nreg]);
+    for (int e = 0; e < V; ++e) q.v[e] *= inv;
+    row[i] = q;
+  });
 }
 
 // The row kernels already raised to the device's opt-in shared memory (cudaFuncSetAttribute once
