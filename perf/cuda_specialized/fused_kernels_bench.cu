@@ -229,6 +229,21 @@ struct DevProblem {
   }
 };
 
+// cuBLAS alone, the layers' baseline: d.y = x · weightᵀ (no bias), as SGEMM in strict fp32
+// (CUBLAS_PEDANTIC_MATH) or on TF32 tensor cores. Leaves that math mode set.
+static void cublas_alone(const Problem& p, const DevProblem& d, bool tf32) {
+  const float one = 1, zero = 0;
+  const int n = int(p.out), b = int(p.batch), k = int(p.in), ldy = int(p.ldy);
+  if (tf32) {
+    CB(cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH));
+    CB(cublasGemmEx(blas(), CUBLAS_OP_T, CUBLAS_OP_N, n, b, k, &one, d.w.p, CUDA_R_32F, k, d.x.p, CUDA_R_32F, k, &zero,
+                    d.y.p, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+  } else {
+    CB(cublasSetMathMode(blas(), CUBLAS_PEDANTIC_MATH));
+    CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, n, b, k, &one, d.w.p, k, d.x.p, k, &zero, d.y.p, ldy));
+  }
+}
+
 static int failures = 0;
 static std::string json_checks;
 
@@ -348,6 +363,7 @@ static double median_ms(const std::function<void()>& f) {
 }
 
 static std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fs);
+static void layers_vs_cublas(const Problem& p, DevProblem& d, sc::GemmPrecision prec, double early_ms);
 
 static std::string json_bench;
 static void record(const std::string& name, double ms, const std::string& extra = "") {
@@ -419,7 +435,6 @@ static void bench() {
   std::printf("building the fp64 reference logits...\n");
   const Problem p = make_problem(B, K, N, N, false);
   DevProblem d(p);
-  const float one = 1, zero = 0;
   char extra[128];
   // cuBLAS alone (no bias), matching precisions
   // logits error of the bias-free cuBLAS products
@@ -431,17 +446,10 @@ static void bench() {
   record("stream_alloc_64MB", median_ms([&] {
     softfuse::cuda_specialized::impl::StreamBuffer buf(std::size_t(64) << 20, nullptr, "bench");
   }));
-  CB(cublasSetMathMode(blas(), CUBLAS_PEDANTIC_MATH));
-  const double sg = median_ms([&] {
-    CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, int(K), d.x.p, int(K), &zero, d.y.p, int(N)));
-  });
+  const double sg = median_ms([&] { cublas_alone(p, d, false); });
   std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e", logits_error(pb, d.y.p));
   record("cublas_sgemm", sg, extra);
-  CB(cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH));
-  const double tg = median_ms([&] {
-    CB(cublasGemmEx(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, CUDA_R_32F, int(K), d.x.p,
-                    CUDA_R_32F, int(K), &zero, d.y.p, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
-  });
+  const double tg = median_ms([&] { cublas_alone(p, d, true); });
   std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e", logits_error(pb, d.y.p));
   record("cublas_tf32", tg, extra);
   CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
@@ -463,33 +471,9 @@ static void bench() {
                   long(slice), long((K + slice - 1) / slice));
     record("lt_gemm_tf32x3_slice" + std::to_string(slice), t, extra);
   }
-  // the layers, each precision's three timed call by call interleaved with its cuBLAS GEMM alone
-  // (SGEMM for fp32 and tf32x3, TF32 for tf32): the ratios compare calls made at the same clocks
-  const std::vector<Layer> layers{Layer::gelu_exact, Layer::bn_train, Layer::bn_infer};
-  for (sc::GemmPrecision prec : {sc::GemmPrecision::fp32, sc::GemmPrecision::tf32, sc::GemmPrecision::tf32x3}) {
-    const bool tc = prec == sc::GemmPrecision::tf32;
-    std::vector<std::function<void()>> fs{[&] {
-      if (tc) {
-        CB(cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH));
-        CB(cublasGemmEx(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, CUDA_R_32F, int(K),
-                        d.x.p, CUDA_R_32F, int(K), &zero, d.y.p, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F_FAST_TF32,
-                        CUBLAS_GEMM_DEFAULT));
-      } else {
-        CB(cublasSetMathMode(blas(), CUBLAS_PEDANTIC_MATH));
-        CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, int(K), d.x.p, int(K),
-                       &zero, d.y.p, int(N)));
-      }
-    }};
-    for (Layer l : layers) fs.push_back([&, l, prec] { d.run(p, l, prec); });
-    const std::vector<double> t = interleaved_medians(fs);
-    CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
-    record(std::string(tc ? "cublas_tf32" : "cublas_sgemm") + "_interleaved_" + name(prec), t[0]);
-    for (std::size_t k = 0; k < layers.size(); ++k) {
-      std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f,\"vs_cublas_alone_early\":%.4f", t[k + 1] / t[0],
-                    t[k + 1] / (tc ? tg : sg));
-      record(std::string(name(layers[k])) + "_" + name(prec), t[k + 1], extra);
-    }
-  }
+  // the layers
+  for (sc::GemmPrecision prec : {sc::GemmPrecision::fp32, sc::GemmPrecision::tf32, sc::GemmPrecision::tf32x3})
+    layers_vs_cublas(p, d, prec, prec == sc::GemmPrecision::tf32 ? tg : sg);
   // the tf32x3 GEMM alone again, right after the layers, and a layer timed over back-to-back calls
   {
     const sc::LinearOperands o = d.ops(p, sc::GemmPrecision::tf32x3);
@@ -701,29 +685,30 @@ static std::vector<double> interleaved_medians(const std::vector<std::function<v
   return med;
 }
 
+// One precision's three layers timed call by call interleaved with the matching cuBLAS GEMM alone
+// (SGEMM for fp32 and tf32x3, TF32 for tf32), so that the ratios compare calls made at the same
+// clocks; early_ms > 0 adds the ratio against that GEMM-alone time measured earlier in the run.
+static void layers_vs_cublas(const Problem& p, DevProblem& d, sc::GemmPrecision prec, double early_ms) {
+  const bool tc = prec == sc::GemmPrecision::tf32;
+  const std::vector<Layer> layers{Layer::gelu_exact, Layer::bn_train, Layer::bn_infer};
+  std::vector<std::function<void()>> fs{[&] { cublas_alone(p, d, tc); }};
+  for (Layer l : layers) fs.push_back([&, l] { d.run(p, l, prec); });
+  const std::vector<double> t = interleaved_medians(fs);
+  CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+  record(std::string(tc ? "cublas_tf32" : "cublas_sgemm") + "_interleaved_" + name(prec), t[0]);
+  char extra[96];
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    int n = std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f", t[k + 1] / t[0]);
+    if (early_ms > 0) std::snprintf(extra + n, sizeof extra - n, ",\"vs_cublas_alone_early\":%.4f", t[k + 1] / early_ms);
+    record(std::string(name(layers[k])) + "_" + name(prec), t[k + 1], extra);
+  }
+}
+
 // The tf32 target in brief: cuBLAS TF32 alone and the three layers, interleaved, in three rounds.
 static void quick() {
-  const std::int64_t B = 1024, K = 8192, N = 8192;
-  const Problem p = make_problem(B, K, N, N, false);
+  const Problem p = make_problem(1024, 8192, 8192, 8192, false);
   DevProblem d(p);
-  const float one = 1, zero = 0;
-  char extra[64];
-  const std::vector<Layer> layers{Layer::gelu_exact, Layer::bn_train, Layer::bn_infer};
-  std::vector<std::function<void()>> fs{[&] {
-    CB(cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH));
-    CB(cublasGemmEx(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, CUDA_R_32F, int(K), d.x.p,
-                    CUDA_R_32F, int(K), &zero, d.y.p, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
-  }};
-  for (Layer l : layers) fs.push_back([&, l] { d.run(p, l, sc::GemmPrecision::tf32); });
-  for (int round = 0; round < 3; ++round) {
-    const std::vector<double> t = interleaved_medians(fs);
-    record("cublas_tf32", t[0]);
-    for (std::size_t k = 0; k < layers.size(); ++k) {
-      std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f", t[k + 1] / t[0]);
-      record(std::string(name(layers[k])) + "_tf32", t[k + 1], extra);
-    }
-  }
-  CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+  for (int round = 0; round < 3; ++round) layers_vs_cublas(p, d, sc::GemmPrecision::tf32, 0);
   d.reset_stats(p);
 }
 
@@ -733,7 +718,6 @@ static void split_proto() {
   const std::int64_t B = 1024, K = 8192, N = 8192, H = N / 2;
   const Problem p = make_problem(B, K, N, N, false);
   DevProblem d(p);
-  const float one = 1, zero = 0;
   namespace si = softfuse::cuda_specialized::impl;
   sc::LinearOperands full = d.ops(p, sc::GemmPrecision::tf32);
   full.bias = nullptr;
@@ -742,8 +726,7 @@ static void split_proto() {
   h2.out = H;
   h2.weight += H * K;
   h2.y += H;
-  const auto bn_of = [&](std::int64_t j0, std::int64_t n, float* ws) {
-    (void)n;
+  const auto bn_of = [&](std::int64_t j0, float* ws) {
     return sc::BatchNormOperands{d.gamma.p + j0, d.beta.p + j0, d.rmean.p + j0, d.rvar.p + j0, d.scale.p,
                                  std::int64_t(d.scale.n), true, 1e-5, 0.1, ws};
   };
@@ -764,7 +747,6 @@ static void split_proto() {
   CK(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming));
   std::printf("stream priorities: least %d greatest %d\n", lo, hi);
   CB(cublasSetStream(blas(), main_s));
-  CB(cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH));
   // timed on main_s: the events of interleaved_medians are on the legacy stream, so sync around
   const auto on_main = [&](const std::function<void()>& f) {
     return [&, f] {
@@ -779,15 +761,11 @@ static void split_proto() {
   CK(cudaEventCreateWithFlags(&f1, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&f2, cudaEventDisableTiming));
   const std::vector<std::function<void()>> fs{
-      on_main([&] {
-        CB(cublasGemmEx(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(B), int(K), &one, d.w.p, CUDA_R_32F, int(K), d.x.p,
-                        CUDA_R_32F, int(K), &zero, d.y.p, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F_FAST_TF32,
-                        CUBLAS_GEMM_DEFAULT));
-      }),
+      on_main([&] { cublas_alone(p, d, true); }),
       on_main([&] { si::linear_gemm(full, main_s); }),
       on_main([&] {
         si::linear_gemm(full, main_s);
-        si::batchnorm_affine(bf, bn_of(0, N, wsf.p), wsf.p, main_s);
+        si::batchnorm_affine(bf, bn_of(0, wsf.p), wsf.p, main_s);
       }),
       on_main([&] {
         si::linear_gemm(h1, main_s);
@@ -796,8 +774,8 @@ static void split_proto() {
       on_main([&] {
         si::linear_gemm(h1, main_s);
         si::linear_gemm(h2, main_s);
-        si::batchnorm_affine(b1, bn_of(0, H, ws1.p), ws1.p, main_s);
-        si::batchnorm_affine(b2, bn_of(H, H, ws2.p), ws2.p, main_s);
+        si::batchnorm_affine(b1, bn_of(0, ws1.p), ws1.p, main_s);
+        si::batchnorm_affine(b2, bn_of(H, ws2.p), ws2.p, main_s);
       }),
       on_main([&] {  // second GEMM on a high-priority stream, first statistics beside it
         si::linear_gemm(h1, main_s);
@@ -805,18 +783,18 @@ static void split_proto() {
         CK(cudaStreamWaitEvent(side_hi, f1, 0));
         si::linear_gemm(h2, side_hi);
         CK(cudaEventRecord(f2, side_hi));
-        si::batchnorm_affine(b1, bn_of(0, H, ws1.p), ws1.p, main_s);
+        si::batchnorm_affine(b1, bn_of(0, ws1.p), ws1.p, main_s);
         CK(cudaStreamWaitEvent(main_s, f2, 0));
-        si::batchnorm_affine(b2, bn_of(H, H, ws2.p), ws2.p, main_s);
+        si::batchnorm_affine(b2, bn_of(H, ws2.p), ws2.p, main_s);
       }),
       on_main([&] {  // first statistics on a low-priority side stream
         si::linear_gemm(h1, main_s);
         CK(cudaEventRecord(f1, main_s));
         CK(cudaStreamWaitEvent(side_lo, f1, 0));
         si::linear_gemm(h2, main_s);
-        si::batchnorm_affine(b1, bn_of(0, H, ws1.p), ws1.p, side_lo);
+        si::batchnorm_affine(b1, bn_of(0, ws1.p), ws1.p, side_lo);
         CK(cudaEventRecord(f2, side_lo));
-        si::batchnorm_affine(b2, bn_of(H, H, ws2.p), ws2.p, main_s);
+        si::batchnorm_affine(b2, bn_of(H, ws2.p), ws2.p, main_s);
         CK(cudaStreamWaitEvent(main_s, f2, 0));
       }),
   };
