@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "linear_impl.hpp"
+#include "softmax_plan.hpp"
 
 namespace softfuse {
 namespace cuda_specialized {
@@ -49,14 +50,6 @@ struct BatchNormParams {
   }
 };
 
-// The row kernel that follows reads the logits before it waits for this grid
-// (programmatic dependent launch, sm_90): let it be scheduled as soon as multiprocessors free up.
-__device__ __forceinline__ void allow_dependent_launch() {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
 // Block: kStatFeatures features j0 .. j0 + 31. Thread (f, slot) with f < kStatFeatures / V loads
 // V consecutive features of rows slot, slot + kSlots, ... (V = 4: a warp reads four 128-byte row
 // segments per load), then the slots are added up in shared memory, one thread per feature.
@@ -64,6 +57,9 @@ template <int V>
 __global__ void __launch_bounds__(kStatThreads)
     batchnorm_training_kernel(const float* __restrict__ z, std::int64_t ldz, std::int64_t rows, std::int64_t out,
                               BatchNormParams p, float* running_mean, float* running_var, double momentum) {
+  // A dependent launch of the GEMM (sm_90): wait for the logits. Only then let the row kernel be
+  // scheduled, since it loads the logits before it waits for this kernel.
+  grid_dependency_wait();
   allow_dependent_launch();
   constexpr int kLanes = kStatFeatures / V;
   constexpr int kSlots = kStatThreads / kLanes;
@@ -117,24 +113,28 @@ __global__ void __launch_bounds__(kStatThreads)
 
 __global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __restrict__ running_mean,
                                            const float* __restrict__ running_var, std::int64_t out) {
-  allow_dependent_launch();
   const std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   if (j < out) p.store(j, static_cast<double>(running_mean[j]) - p.bias[j], running_var[j]);
 }
 
 }  // namespace
 
-void batchnorm_affine(const LinearOperands& op, const BatchNormOperands& bn, float* ws, cudaStream_t stream) {
+void batchnorm_affine(int device, const LinearOperands& op, const BatchNormOperands& bn, float* ws,
+                      cudaStream_t stream) {
   const BatchNormParams p{op.bias, bn.gamma, bn.beta, bn.scale, bn.scale_size, bn.eps, ws, ws + op.out};
   if (bn.training) {
     const unsigned blocks = static_cast<unsigned>((op.out + kStatFeatures - 1) / kStatFeatures);
     const bool vec = op.out % 4 == 0 && op.ldy % 4 == 0 && (reinterpret_cast<std::uintptr_t>(op.y) & 15u) == 0;
-    if (vec)
-      batchnorm_training_kernel<4><<<blocks, kStatThreads, 0, stream>>>(op.y, op.ldy, op.batch, op.out, p,
-                                                                        bn.running_mean, bn.running_var, bn.momentum);
-    else
-      batchnorm_training_kernel<1><<<blocks, kStatThreads, 0, stream>>>(op.y, op.ldy, op.batch, op.out, p,
-                                                                        bn.running_mean, bn.running_var, bn.momentum);
+    cudaLaunchAttribute attr = dependent_launch_attribute();
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(kStatThreads);
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = device_info(device).binary_version >= 90 ? 1 : 0;
+    check_linear(cudaLaunchKernelEx(&cfg, vec ? batchnorm_training_kernel<4> : batchnorm_training_kernel<1>, op.y,
+                                    op.ldy, op.batch, op.out, p, bn.running_mean, bn.running_var, bn.momentum),
+                 "BatchNorm statistics launch");
   } else {
     const unsigned blocks = static_cast<unsigned>((op.out + 255) / 256);
     batchnorm_inference_kernel<<<blocks, 256, 0, stream>>>(p, bn.running_mean, bn.running_var, op.out);

@@ -38,7 +38,6 @@ struct alignas(4 * V) Pack {
 // measured slower: 26.0-26.6 us against 24.0-24.4 (H100, ncu in the layer, 1024 x 8192).
 struct GeluShape {
   static constexpr int kThreads = 256, kRegPacks = 0, kMinBlocks = 1;
-  static constexpr bool kParamsFromPreviousKernel = false;
 };
 
 struct GeluExact : GeluShape {
@@ -70,12 +69,8 @@ struct GeluTanh : GeluShape {
 // latency-bound round. H100, ncu in the layer: 23.7-24.2 us against 20.2-20.4 us after the
 // training statistics, 25.8-26.2 against 22.7-23.5 after the inference map (calls 1-2 of
 // perf/results/h100_fused_session4_2026-11-22.txt; such in-layer times vary ~3 us between calls).
-// The map comes from the kernel just before (statistics or inference map): on sm_90 the row kernel
-// is a programmatic dependent launch that loads its row while that kernel finishes, and waits for
-// it only before applying the map (BatchNorm layers 0-1 % faster with it, interleaved A/B).
 struct FeatureAffine {
   static constexpr int kThreads = 128, kRegPacks = 6, kMinBlocks = 8;
-  static constexpr bool kParamsFromPreviousKernel = true;
   const float* __restrict__ mul;
   const float* __restrict__ shift;
   template <int V>
@@ -105,7 +100,14 @@ __device__ T block_reduce(T v, F join, T* slots) {
 
 // One block of Op::kThreads per row: the first Op::kRegPacks packs of each thread (u, then
 // exp(u - max)) in registers, the rest of the row in dynamic shared memory.
-template <class Op, int V>
+//
+// On sm_90 the row kernel is a programmatic dependent launch of the kernel before it, so its blocks
+// are scheduled while that kernel finishes; `griddepcontrol.wait` (a no-op otherwise) holds them
+// until that kernel is complete. After the GEMM they wait before loading the logits. After the
+// training statistics (LoadBeforeWait), which themselves waited for the GEMM before they let this
+// kernel launch, the logits are final: the blocks load their row first and wait only before they
+// apply the map that kernel writes (BatchNorm layers 0-1 % faster, interleaved A/B).
+template <class Op, int V, bool LoadBeforeWait>
 __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
     fused_row_softmax_kernel(float* __restrict__ y, std::int64_t ldy, std::int64_t out, Op op) {
   extern __shared__ float4 smem4[];
@@ -140,13 +142,12 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
       m = fmaxf(m, p.v[e]);
     }
   };
-  if constexpr (Op::kParamsFromPreviousKernel) {
+  if constexpr (LoadBeforeWait) {
     each_pack([&](int i, Pack<V>& p) { p = row[i]; });
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // a no-op unless launched as a dependent
-#endif
+    grid_dependency_wait();
     each_pack(apply);
   } else {
+    grid_dependency_wait();
     each_pack([&](int i, Pack<V>& p) { apply(i, p = row[i]); });
   }
   const float big = block_reduce(m, [](float a, float b) { return fmaxf(a, b); }, fslots);
@@ -195,9 +196,10 @@ int row_smem_bytes(int device) {
   return std::max(0, device_info(device).smem_optin - 32 * (8 + 4 + 4) - 1024);
 }
 
-template <class Op, int V>
+template <class Op, int V, bool LoadBeforeWait>
 void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t stream) {
-  const void* kernel = reinterpret_cast<const void*>(&fused_row_softmax_kernel<Op, V>);
+  void (*const kernel_fn)(float*, std::int64_t, std::int64_t, Op) = fused_row_softmax_kernel<Op, V, LoadBeforeWait>;
+  const void* kernel = reinterpret_cast<const void*>(kernel_fn);
   {
     RowCache& c = row_cache();
     std::lock_guard<std::mutex> lock(c.mu);
@@ -211,30 +213,28 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
   const std::int64_t nvec = op.out / V;
   const int threads = static_cast<int>(std::min<std::int64_t>(Op::kThreads, std::max<std::int64_t>(32, (nvec + 31) / 32 * 32)));
   const std::size_t smem = sizeof(Pack<V>) * static_cast<std::size_t>(std::max<std::int64_t>(0, nvec - Op::kRegPacks * threads));
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  const bool dependent = Op::kParamsFromPreviousKernel && device_info(device).binary_version >= 90;
+  const cudaLaunchAttribute attr = dependent_launch_attribute();
+  const bool dependent = device_info(device).binary_version >= 90;
   for (std::int64_t r0 = 0; r0 < op.batch; r0 += 0x7fffffff) {  // grid.x limit
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(std::min<std::int64_t>(op.batch - r0, 0x7fffffff)), 1, 1);
     cfg.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = dependent && r0 == 0 ? 1 : 0;  // only the first launch follows the map's kernel
-    check_linear(cudaLaunchKernelEx(&cfg, fused_row_softmax_kernel<Op, V>, op.y + r0 * op.ldy, op.ldy, op.out, f),
+    cfg.attrs = const_cast<cudaLaunchAttribute*>(&attr);
+    cfg.numAttrs = dependent && r0 == 0 ? 1 : 0;  // only the first launch follows the previous kernel
+    check_linear(cudaLaunchKernelEx(&cfg, kernel_fn, op.y + r0 * op.ldy, op.ldy, op.out, f),
                  "row kernel launch");
   }
 }
 
-template <class Op>
+template <class Op, bool LoadBeforeWait = false>
 void row_softmax(int device, const LinearOperands& op, const Op& f, cudaStream_t stream) {
   const bool aligned = (reinterpret_cast<std::uintptr_t>(op.y) & 15u) == 0 && f.aligned();
   if (aligned && op.out % 4 == 0 && op.ldy % 4 == 0)
-    launch_rows<Op, 4>(device, op, f, stream);
+    launch_rows<Op, 4, LoadBeforeWait>(device, op, f, stream);
   else
-    launch_rows<Op, 1>(device, op, f, stream);
+    launch_rows<Op, 1, LoadBeforeWait>(device, op, f, stream);
 }
 
 std::string extents(const LinearOperands& op) {
@@ -303,9 +303,16 @@ void linear_batchnorm_softmax(const LinearOperands& op, const BatchNormOperands&
   }
   LinearOperands logits = op;  // the bias goes into the BatchNorm's affine map instead
   logits.bias = nullptr;
-  impl::linear_gemm(logits, stream);
-  impl::batchnorm_affine(op, bn, ws, stream);
-  impl::row_softmax(device, op, impl::FeatureAffine{ws, ws + op.out}, stream);
+  const impl::FeatureAffine map{ws, ws + op.out};
+  if (bn.training) {
+    impl::linear_gemm(logits, stream);
+    impl::batchnorm_affine(device, op, bn, ws, stream);  // statistics of the logits
+    impl::row_softmax<impl::FeatureAffine, true>(device, op, map, stream);
+  } else {
+    impl::batchnorm_affine(device, op, bn, ws, stream);  // from the running statistics: before the GEMM
+    impl::linear_gemm(logits, stream);
+    impl::row_softmax(device, op, map, stream);
+  }
 }
 
 }  // namespace cuda_specialized

@@ -80,8 +80,22 @@ struct SplitArgs {
   std::int64_t nparts;   // partials per row the write kernel joins: nchunks (parts) or 1 (tot)
 };
 
+// Long rows as a stream of chunks through a persistent cooperative grid (softmax_stream.cu).
+template <class T>
+struct StreamArgs {
+  const T* x;
+  T* y;
+  std::int64_t ldx, ldy, rows, cols;
+  int kpt;               // vectors per thread and chunk
+  std::int64_t nchunks;  // chunks per row
+  unsigned long long* parts;  // [rows][nchunks] tagged partial of each chunk, kStreamSlotWords
+                              // words each (zero before the launch)
+};
+constexpr int kStreamSlotWords = 4;
+
 constexpr int kWarpBlockThreads = 128;
 constexpr int kSplitThreads = 256;
+constexpr int kStreamThreads = 512;
 constexpr int kRowRegisterVectors = 8;  // KR of the register-extended cluster and group kernels
 constexpr int kBlockRegisterVectors = 4;  // KR of the register-extended 128-thread block kernel
 
@@ -96,6 +110,10 @@ template <class T>
 const void* cluster_row_kernel(int vec, int threads, int kr);
 template <class T>
 const void* group_row_kernel(int vec, int threads, int kr);
+// buffers/lead: chunks a block holds in shared memory / how many steps ahead of its write it
+// reduces a chunk (4/2, 5/3 and 6/4 compiled)
+template <class T>
+const void* stream_kernel(int vec, int threads, int buffers, int lead);
 template <class T>
 const void* split_partial_kernel(int vec);
 template <class T>

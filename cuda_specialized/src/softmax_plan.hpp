@@ -29,7 +29,7 @@ struct DeviceInfo {
   bool available = false;    // cc >= 8.0 and the kernels load
 };
 
-enum class Regime { warp, row, split };
+enum class Regime { warp, row, stream, split };
 
 struct Plan {
   Regime regime = Regime::warp;
@@ -48,6 +48,10 @@ struct Plan {
   int lookahead = -1;   // spare slot group for the next row's first group: -1 auto, 0 off, 1 on
   int ks = 0;
   int kr = 0;
+  // stream: `threads` per block, chunk elements per block and step, `buffers` chunks per block in
+  // shared memory, reduced `lead` steps before they are written (grid: blocks, 0 = resident)
+  int buffers = 4;
+  int lead = 2;
   // split: elements per block, rows per pass pair (0: from the L2 size)
   std::int64_t chunk = 0;
   std::int64_t group_rows = 0;
@@ -81,15 +85,17 @@ void* workspace_alloc(int device, std::size_t bytes, cudaStream_t stream);
 template <class T>
 bool vector_ok(const Problem<T>& p);
 
+// stream = false: the plan without the chunk-stream regime (the benchmark's comparison).
 template <class T>
-Plan make_plan(const DeviceInfo& di, const Problem<T>& p);
+Plan make_plan(const DeviceInfo& di, const Problem<T>& p, bool stream = true);
 
 // Checks the plan against the problem and the device (std::invalid_argument if it cannot
 // run), fills in what it leaves to occupancy, and launches on `stream`.
 template <class T>
 void run_plan(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaStream_t stream);
 
-// Largest row length (elements) the on-chip regimes take; longer rows take the split path.
+// Largest row length (elements) taken in one pass (on-chip and chunk-stream regimes); longer rows
+// take the split path.
 template <class T>
 std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector);
 
@@ -101,6 +107,10 @@ std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector);
 //   <= kRowTargetBlockBytes   a block of 256 threads per row
 //   <= kRowSingleBlockMinBytes  a cluster of 2 blocks per row
 //   <= one SM's shared memory a block of 512 threads per row
+//   longer, 16-byte aligned   a chunk stream (kStream* below), up to (lead - 1) x resident
+//                             blocks + 1 chunks per row (10.6 MB on the H100)
+// Longer rows the chunk streams do not take (not aligned, or beyond their reach on a GPU with
+// few SMs):
 //   <= kRowPairMaxBytes       a cluster of 2 blocks per row
 //   <= kRowGroupMinBytes      the smallest cluster (4..16) whose blocks hold at most
 //                             kRowClusterBlockBytes, else 16
@@ -110,6 +120,7 @@ std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector);
 // clusters (sm_80 code) every row up to one SM's shared memory takes one block, of 512 threads
 // above kRowWideBlockBytes. Row plans without clusters launch a block per row (the hardware
 // replaces finished blocks); clusters and grid groups are persistent and prefetch their next row.
+// Chunk streams need cooperative launch (all blocks resident); rows neither takes: split path.
 constexpr std::int64_t kWarpMaxRowBytes = 4096;
 constexpr std::int64_t kWarpRowMaxBytes = 16 * 1024;
 constexpr std::int64_t kRowNarrowBlockBytes = 32 * 1024;
@@ -123,6 +134,12 @@ constexpr std::int64_t kRowGroupMinBytes = 16 * kRowClusterWideBytes;
 constexpr std::int64_t kRowGroupBlockBytes = 128 * 1024;
 constexpr int kRowGroupMaxBlocks = 32;  // the lanes of the warp that joins the partials
 constexpr std::int64_t kSplitChunkBytes = 64 * 1024;
+// Chunk streams: rows of at most kStreamShortRowChunks chunks of kStreamShortChunkBytes in 4
+// buffers per block, reduced 2 steps ahead; longer rows in chunks of kStreamLongChunkBytes in 5
+// buffers, 3 steps ahead (a row may then span two steps of the grid).
+constexpr std::int64_t kStreamShortChunkBytes = 48 * 1024;
+constexpr std::int64_t kStreamShortRowChunks = 32;
+constexpr std::int64_t kStreamLongChunkBytes = 40 * 1024;
 
 std::string describe(const Plan& plan);
 

@@ -765,7 +765,7 @@ static void split_proto() {
       on_main([&] { si::linear_gemm(full, main_s); }),
       on_main([&] {
         si::linear_gemm(full, main_s);
-        si::batchnorm_affine(bf, bn_of(0, wsf.p), wsf.p, main_s);
+        si::batchnorm_affine(0, bf, bn_of(0, wsf.p), wsf.p, main_s);
       }),
       on_main([&] {
         si::linear_gemm(h1, main_s);
@@ -774,8 +774,8 @@ static void split_proto() {
       on_main([&] {
         si::linear_gemm(h1, main_s);
         si::linear_gemm(h2, main_s);
-        si::batchnorm_affine(b1, bn_of(0, ws1.p), ws1.p, main_s);
-        si::batchnorm_affine(b2, bn_of(H, ws2.p), ws2.p, main_s);
+        si::batchnorm_affine(0, b1, bn_of(0, ws1.p), ws1.p, main_s);
+        si::batchnorm_affine(0, b2, bn_of(H, ws2.p), ws2.p, main_s);
       }),
       on_main([&] {  // second GEMM on a high-priority stream, first statistics beside it
         si::linear_gemm(h1, main_s);
@@ -783,18 +783,18 @@ static void split_proto() {
         CK(cudaStreamWaitEvent(side_hi, f1, 0));
         si::linear_gemm(h2, side_hi);
         CK(cudaEventRecord(f2, side_hi));
-        si::batchnorm_affine(b1, bn_of(0, ws1.p), ws1.p, main_s);
+        si::batchnorm_affine(0, b1, bn_of(0, ws1.p), ws1.p, main_s);
         CK(cudaStreamWaitEvent(main_s, f2, 0));
-        si::batchnorm_affine(b2, bn_of(H, ws2.p), ws2.p, main_s);
+        si::batchnorm_affine(0, b2, bn_of(H, ws2.p), ws2.p, main_s);
       }),
       on_main([&] {  // first statistics on a low-priority side stream
         si::linear_gemm(h1, main_s);
         CK(cudaEventRecord(f1, main_s));
         CK(cudaStreamWaitEvent(side_lo, f1, 0));
         si::linear_gemm(h2, main_s);
-        si::batchnorm_affine(b1, bn_of(0, ws1.p), ws1.p, side_lo);
+        si::batchnorm_affine(0, b1, bn_of(0, ws1.p), ws1.p, side_lo);
         CK(cudaEventRecord(f2, side_lo));
-        si::batchnorm_affine(b2, bn_of(H, ws2.p), ws2.p, main_s);
+        si::batchnorm_affine(0, b2, bn_of(H, ws2.p), ws2.p, main_s);
         CK(cudaStreamWaitEvent(main_s, f2, 0));
       }),
   };

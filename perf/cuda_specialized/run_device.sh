@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 MISC="$OUT/misc.log"; TOOLS="$OUT/tools.log"
 BIN=build_gpu/softmax_kernels_bench
 SAN_TIMEOUT=${SAN_TIMEOUT:-200}
-SRC="perf/cuda_specialized/softmax_kernels_bench.cu cuda_specialized/src/softmax_dispatch.cu cuda_specialized/src/softmax_warp.cu cuda_specialized/src/softmax_block.cu cuda_specialized/src/softmax_cluster.cu cuda_specialized/src/softmax_split.cu"
+SRC="perf/cuda_specialized/softmax_kernels_bench.cu cuda_specialized/src/softmax_dispatch.cu cuda_specialized/src/softmax_warp.cu cuda_specialized/src/softmax_block.cu cuda_specialized/src/softmax_cluster.cu cuda_specialized/src/softmax_split.cu cuda_specialized/src/softmax_stream.cu"
 FLAGS="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 -Xcompiler -fopenmp -Icuda_specialized/include -Icuda_specialized/src"
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv; nvcc --version | tail -2; compute-sanitizer --version | head -3; } >> "$MISC" 2>&1
 if has build; then

@@ -12,9 +12,10 @@
 //                      every regime and its thresholds, forced alternative plans)
 //   --check-small      the small subset
 //   --check-sanitize   a tiny set for compute-sanitizer: every regime by default plan (warp,
-//                      warp-row, block 128/256/512, clusters of 2/8/16), each out of place, in
-//                      place and misaligned, plus every forced alternative plan (clusters of 4,
-//                      register-extended kernels, lookahead, persistent and not, split)
+//                      warp-row, block 128/256/512, chunk streams of both shapes, clusters for
+//                      misaligned rows), each out of place, in place and misaligned, plus every
+//                      forced alternative plan (clusters of 2..16, grid groups, register-extended
+//                      kernels, lookahead, persistent and not, chunk streams, split)
 //   --bench            the workload shapes, a sweep of row lengths and alternative plans,
 //                      each against a same-run device-to-device copy of the same buffers
 //   --shapes RxC,...   bench only these of its shapes (with their alternatives), no sweep
@@ -364,6 +365,7 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     for (std::int64_t c : {8, 16}) thresholds.push_back(c * im::kRowClusterBlockBytes / es);
     thresholds.push_back(im::kRowGroupMinBytes / es);
     thresholds.push_back(im::kRowGroupMaxBlocks * im::kRowGroupBlockBytes / es);
+    thresholds.push_back(im::kStreamShortRowChunks * im::kStreamShortChunkBytes / es);
     thresholds.push_back(im::onchip_max_cols<T>(di, true));
     thresholds.push_back(im::onchip_max_cols<T>(di, false));
   }
@@ -503,6 +505,25 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     l.lookahead = 1;
     forced.push_back({l, 13 * 256 * (2 + KR) * VV - 7 * VV});
     forced.push_back({gp(1, 7, 256, 3, 0), 7 * 256 * 3 - 11});
+  }
+  if (di.cooperative) {
+    // chunk streams: partial last chunks, a row of one chunk, rows of exactly as many chunks as
+    // blocks, scalar accesses, many steps per block
+    auto sp = [&](int vec, int buffers, int lead, std::int64_t chunk, int grid) {
+      im::Plan p;
+      p.regime = im::Regime::stream;
+      p.vec = vec; p.threads = im::kStreamThreads; p.buffers = buffers; p.lead = lead; p.chunk = chunk;
+      p.grid = grid;
+      return p;
+    };
+    const int S = im::kStreamThreads;
+    forced.push_back({sp(VV, 4, 2, S * 2 * VV, 8), 8 * S * 2 * VV - 5 * VV});
+    forced.push_back({sp(VV, 4, 2, S * 2 * VV, 8), S * VV + 3 * VV});
+    forced.push_back({sp(VV, 5, 3, S * VV, 6), 2 * 6 * S * VV + VV});  // rows of 2 steps + 1 chunk
+    forced.push_back({sp(VV, 6, 4, S * 3 * VV, 3), 300 * VV});  // one chunk per row
+    forced.push_back({sp(VV, 6, 4, S * VV, 5), 3 * 5 * S * VV - 7 * VV});
+    forced.push_back({sp(1, 4, 2, S * 3, 7), 7 * S * 3 - 13});
+    forced.push_back({sp(1, 6, 4, S * 2, 4), 3 * 4 * S * 2 + 1});
   }
   {
     im::Plan p; p.regime = im::Regime::split; p.vec = VV; p.chunk = 1024; p.group_rows = 3;
@@ -698,9 +719,27 @@ static im::Plan groupp(int blocks, int threads, int ks, int kr) {
   return p;
 }
 
-// A persistent plan with at most `groups` row groups (rows in flight) launched.
-static im::Plan in_flight(im::Plan p, int groups) {
-  p.grid = groups;
+// Where the default plan is a chunk stream: the plan without that regime, same copy baseline.
+static void bench_replaced(const std::string& group, float* dx, float* dy, std::int64_t rows, std::int64_t cols,
+                           int iters, cudaStream_t stream, const Timing& copy) {
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
+  const im::DeviceInfo& di = im::device_info(dev);
+  const im::Problem<float> prob{dx, cols, dy, cols, rows, cols};
+  if (im::make_plan(di, prob).regime != im::Regime::stream) return;
+  const im::Plan alt = im::make_plan(di, prob, false);
+  bench_shape(group, dx, dy, rows, cols, &alt, iters, stream, &copy);
+}
+
+// A chunk-stream plan: `buffers` chunks of `chunk_bytes` per block, reduced `lead` steps ahead.
+static im::Plan streamp(int buffers, int lead, std::int64_t chunk_bytes) {
+  im::Plan p;
+  p.regime = im::Regime::stream;
+  p.vec = 4;
+  p.threads = im::kStreamThreads;
+  p.buffers = buffers;
+  p.lead = lead;
+  p.chunk = chunk_bytes / 4;
   return p;
 }
 
@@ -735,13 +774,11 @@ static void bench_all(int iters, cudaStream_t stream) {
        {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
       {8192, 32768, {rowp(1, 512, 16, 0, 0, 0), rowp(1, 512, 16, 0, 0, 0, false)}},
       {1024, 8192, {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false)}},
-      // rows in flight 1..6 (of 8 resident groups; 7 resident clusters): time per row round
+      // stream defaults: the plan they replaced is timed too (below)
       {128, 1048576,
-       {rowp(16, 512, 24, KR, 0, 1), rowp(16, 512, 24, KR, 0, 0), groupp(16, 512, 24, KR),
-        in_flight(groupp(32, 256, 24, KR), 1), in_flight(groupp(32, 256, 24, KR), 2),
-        in_flight(groupp(32, 256, 24, KR), 4), in_flight(groupp(32, 256, 24, KR), 6),
-        in_flight(rowp(16, 512, 24, KR, 0, 1), 1), in_flight(rowp(16, 512, 24, KR, 0, 1), 4), split}},
-      {4096, 393216, {rowp(8, 512, 24), groupp(16, 256, 24, 0)}},
+       {rowp(16, 512, 24, KR, 0, 1), groupp(16, 512, 24, KR), split, streamp(4, 2, 48 << 10), streamp(6, 4, 32 << 10)}},
+      {4096, 393216, {rowp(8, 512, 24), streamp(5, 3, 40 << 10)}},
+      {1024, 262144, {streamp(5, 3, 40 << 10)}},
       // between the workloads
       {131072, 2048, {rowp(1, 128, 16, 0, 32, 0)}},
       {65536, 4096, {rowp(1, 128, 32, 0, 32, 0)}},
@@ -749,8 +786,9 @@ static void bench_all(int iters, cudaStream_t stream) {
       {7710, 34816, {rowp(2, 256, 17)}},
       {5461, 49152, {rowp(2, 256, 24)}},
       {4681, 57344, {rowp(2, 512, 14)}},
-      {4096, 65536, {rowp(4, 256, 16)}},
-      {512, 524288, {rowp(16, 512, 16), rowp(16, 256, 32)}},
+      {4096, 65536, {rowp(4, 256, 16), streamp(5, 3, 40 << 10)}},
+      {512, 524288, {rowp(16, 512, 16), streamp(4, 2, 48 << 10), streamp(6, 4, 32 << 10)}},
+      {64, 2097152, {streamp(6, 4, 32 << 10)}},
   };
   std::size_t max_elems = 0;
   for (auto& s : shapes)
@@ -767,6 +805,7 @@ static void bench_all(int iters, cudaStream_t stream) {
     CK(cudaGetLastError());
     bench_shape("shape", dx, dy, s.rows, s.cols, nullptr, iters, stream);
     const Timing copy = g_bench.empty() ? Timing{} : g_bench.back().copy;
+    bench_replaced("alternative", dx, dy, s.rows, s.cols, iters, stream, copy);
     for (auto& alt : s.alts)
       bench_shape("alternative", dx, dy, s.rows, s.cols, &alt, iters, stream, &copy);
   }
@@ -784,6 +823,7 @@ static void bench_all(int iters, cudaStream_t stream) {
         copy = g_bench.back().copy;
         have_copy = true;
       }
+      bench_replaced("sweep_without_stream", dx, dy, rows, c, iters, stream, g_bench.back().copy);
     }
   }
   // The workload shapes again at their default plans: CUDA events (a second timing of the same

@@ -1,6 +1,8 @@
 // Every softmax implementation a backend has — portable always, the backend's specialization where
 // one exists (the CUDA kernels) — at the row lengths where the CUDA kernels change regime (each
-// threshold ±1), against the double reference. Include after backends/Test_<Backend>.hpp.
+// threshold ±1; on the H100: one block up to 57344 floats, chunk streams of the short shape up to
+// 393216 and of the long one up to 2.7M, the split path beyond), against the double reference.
+// Include after backends/Test_<Backend>.hpp.
 
 #include "Test_Softmax_Common.hpp"
 
@@ -11,8 +13,9 @@ void run_regime_boundaries(softfuse::Implementation impl) {
   const std::size_t cols[] = {1,     2,     3,     31,    32,    33,    63,     64,     65,     127,
                               128,   129,   255,   256,   257,   1023,  1024,   1025,   2047,   2048,
                               2049,  4095,  4096,  4097,  8191,  8192,  8193,   16383,  16384,  16385,
-                              24575, 24576, 24577, 32767, 32768, 32769, 65535,  65536,  65537,  131071,
-                              131072, 131073, 393216, 917505, 1048576, 1179648, 1179649, 2097152};
+                              24575, 24576, 24577, 32767, 32768, 32769, 57343,  57344,  57345,  65535,
+                              65536,  65537,  131071, 131072, 131073, 393215, 393216, 393217, 917505, 1048576,
+                              1179648, 1179649, 2097152, 3000000};
   std::uint64_t seed = 1000;
   for (std::size_t c : cols) {
     const std::size_t rows = c <= 4096 ? 37 : (c <= 65537 ? 5 : 2);
