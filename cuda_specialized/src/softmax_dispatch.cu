@@ -288,15 +288,25 @@ bool stream_shape(const DeviceInfo& di, const Plan& plan, std::int64_t cols, Str
 // The chunk-stream plan for the row (kStream* in softmax_plan.hpp); false if none can run.
 template <class T>
 bool choose_stream(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
-  const std::int64_t row_bytes = cols * static_cast<std::int64_t>(sizeof(T));
   Plan cand = plan;
   cand.regime = Regime::stream;
   cand.threads = kStreamThreads;
-  const bool short_row = ceil_div(row_bytes, kStreamShortChunkBytes) <= kStreamShortRowChunks;
-  cand.buffers = short_row ? 4 : 5;
-  cand.lead = short_row ? 2 : 3;
-  cand.chunk = (short_row ? kStreamShortChunkBytes : kStreamLongChunkBytes) / static_cast<std::int64_t>(sizeof(T));
+  cand.buffers = 4;
+  cand.lead = 2;
+  cand.chunk = kStreamShortChunkBytes / static_cast<std::int64_t>(sizeof(T));
   StreamShape<T> sh;
+  const bool fits = stream_shape<T>(di, cand, cols, sh);
+  if (sh.blocks <= 0) return false;  // no resident grid (or no cooperative launch)
+  // Whole rows per step: the largest multiple of the row's chunks that the resident blocks hold,
+  // if it keeps kStreamAlignedMinShare of them busy.
+  const std::int64_t aligned = sh.blocks / sh.nchunks * sh.nchunks;
+  if (fits && aligned * 100 >= kStreamAlignedMinShare * sh.blocks) {
+    cand.grid = aligned;
+  } else if (!fits || sh.nchunks > kStreamShortRowChunks) {
+    cand.buffers = 5;
+    cand.lead = 3;
+    cand.chunk = kStreamLongChunkBytes / static_cast<std::int64_t>(sizeof(T));
+  }
   if (!stream_shape<T>(di, cand, cols, sh)) return false;
   plan = cand;
   return true;

@@ -134,11 +134,17 @@ constexpr std::int64_t kRowGroupMinBytes = 16 * kRowClusterWideBytes;
 constexpr std::int64_t kRowGroupBlockBytes = 128 * 1024;
 constexpr int kRowGroupMaxBlocks = 32;  // the lanes of the warp that joins the partials
 constexpr std::int64_t kSplitChunkBytes = 64 * 1024;
-// Chunk streams: rows of at most kStreamShortRowChunks chunks of kStreamShortChunkBytes in 4
-// buffers per block, reduced 2 steps ahead; longer rows in chunks of kStreamLongChunkBytes in 5
-// buffers, 3 steps ahead (a row may then span two steps of the grid).
+// Chunk streams: chunks of kStreamShortChunkBytes in 4 buffers per block, reduced 2 steps ahead,
+// on a grid of whole rows per step (the largest multiple of the row's chunks the resident blocks
+// hold) where that keeps at least kStreamAlignedMinShare % of them; otherwise on all resident
+// blocks, and rows of more than kStreamShortRowChunks chunks then in chunks of
+// kStreamLongChunkBytes in 5 buffers, 3 steps ahead (a row may span two steps of the grid).
+// H100, same-call % of copy (perf/results/h100_softmax_stream_session5_2026-11-22.txt, call 19):
+// whole rows per step 96.2-98.0 % for 1.5-3 MB rows against 91.0-95.0 % on all 132 blocks; 4 MB
+// rows (86 chunks: 86 blocks) stay on the 5 x 40 KB plan at ~90 %.
 constexpr std::int64_t kStreamShortChunkBytes = 48 * 1024;
 constexpr std::int64_t kStreamShortRowChunks = 32;
+constexpr std::int64_t kStreamAlignedMinShare = 95;
 constexpr std::int64_t kStreamLongChunkBytes = 40 * 1024;
 
 std::string describe(const Plan& plan);

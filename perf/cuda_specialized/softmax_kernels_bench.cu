@@ -524,6 +524,7 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     forced.push_back({sp(VV, 6, 4, S * VV, 5), 3 * 5 * S * VV - 7 * VV});
     forced.push_back({sp(1, 4, 2, S * 3, 7), 7 * S * 3 - 13});
     forced.push_back({sp(1, 6, 4, S * 2, 4), 3 * 4 * S * 2 + 1});
+    forced.push_back({sp(VV, 4, 2, S * 2 * VV, 9), 3 * S * 2 * VV - VV});  // whole rows per step: 3 of 3 chunks
   }
   {
     im::Plan p; p.regime = im::Regime::split; p.vec = VV; p.chunk = 1024; p.group_rows = 3;
@@ -732,8 +733,9 @@ static void bench_replaced(const std::string& group, float* dx, float* dy, std::
 }
 
 // A chunk-stream plan: `buffers` chunks of `chunk_bytes` per block, reduced `lead` steps ahead.
-static im::Plan streamp(int buffers, int lead, std::int64_t chunk_bytes) {
+static im::Plan streamp(int buffers, int lead, std::int64_t chunk_bytes, int grid = 0) {
   im::Plan p;
+  p.grid = grid;
   p.regime = im::Regime::stream;
   p.vec = 4;
   p.threads = im::kStreamThreads;
@@ -776,8 +778,9 @@ static void bench_all(int iters, cudaStream_t stream) {
       {1024, 8192, {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false)}},
       // stream defaults: the plan they replaced is timed too (below)
       {128, 1048576,
-       {rowp(16, 512, 24, KR, 0, 1), groupp(16, 512, 24, KR), split, streamp(4, 2, 48 << 10), streamp(6, 4, 32 << 10)}},
-      {4096, 393216, {rowp(8, 512, 24), streamp(5, 3, 40 << 10)}},
+       {rowp(16, 512, 24, KR, 0, 1), groupp(16, 512, 24, KR), split, streamp(4, 2, 48 << 10), streamp(6, 4, 32 << 10),
+        streamp(4, 2, 32 << 10, 128)}},
+      {4096, 393216, {rowp(8, 512, 24), streamp(5, 3, 40 << 10), streamp(4, 2, 48 << 10, 132)}},
       {1024, 262144, {streamp(5, 3, 40 << 10)}},
       // between the workloads
       {131072, 2048, {rowp(1, 128, 16, 0, 32, 0)}},
@@ -787,7 +790,8 @@ static void bench_all(int iters, cudaStream_t stream) {
       {5461, 49152, {rowp(2, 256, 24)}},
       {4681, 57344, {rowp(2, 512, 14)}},
       {4096, 65536, {rowp(4, 256, 16), streamp(5, 3, 40 << 10)}},
-      {512, 524288, {rowp(16, 512, 16), streamp(4, 2, 48 << 10), streamp(6, 4, 32 << 10)}},
+      {512, 524288, {rowp(16, 512, 16), streamp(4, 2, 48 << 10, 132), streamp(5, 3, 40 << 10), streamp(6, 4, 32 << 10)}},
+      {256, 786432, {streamp(4, 2, 48 << 10, 132), streamp(5, 3, 40 << 10)}},
       {64, 2097152, {streamp(6, 4, 32 << 10)}},
   };
   std::size_t max_elems = 0;
