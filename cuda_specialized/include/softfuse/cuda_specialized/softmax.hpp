@@ -5,11 +5,15 @@
 //   s_r = sum_c exp(x[r*ldx + c] - m_r)  (accumulated in double for float input).
 // A row holding a NaN or a +inf, or made only of -inf, comes out as a row of NaN.
 //
-// The kernels are compiled for sm_80 and sm_90a. On Hopper, rows of up to about
-// 1.1 million fp32 columns stay on chip (across a thread-block cluster, or for
-// rows of 1.5-4 MB across a cooperative grid group of blocks), so device memory
-// sees one read and one write per element; longer rows (and long rows on GPUs
-// without clusters) take a two-pass split path.
+// The kernels are compiled for sm_80 and sm_90a. Each element is read from device
+// memory once and written once: rows up to one block's shared memory are held by a
+// warp, a block or a cluster of two; longer 16-byte-aligned rows (up to about 2.7
+// million fp32 columns on an H100) are streamed in chunks through a persistent
+// cooperative grid, each chunk held on chip until its row's maximum and sum are
+// known (unaligned long rows: thread-block clusters or grid groups of blocks).
+// Longer rows (and long rows where none of these can run) take a two-pass split
+// path. Rows beyond one block use a small workspace from the library's
+// stream-ordered memory pool (partials of each chunk or block, < 0.1 % of x).
 #ifndef SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_HPP
 #define SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_HPP
 
