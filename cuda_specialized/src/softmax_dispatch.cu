@@ -346,8 +346,8 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
   if (row_bytes > kRowSingleBlockMinBytes && attempt(1, 512, 0)) return true;
   // Longer rows: a chunk stream (vector rows); where it cannot hold the row (on a GPU with few
   // multiprocessors), grid groups and clusters. Measured on the H100 against the plans it
-  // replaced: 256 KB - 4 MB rows 89.7-96.8% of copy against 81-91% (clusters of 2 to 16, grid
-  // groups); 128 KB rows 92.1% against 93.8% for clusters of 2, which keep 64-128 KB.
+  // replaced: 256 KB - 6 MB rows 89.6-98.1% of copy against 38-91% (clusters of 2 to 16, grid
+  // groups, split); 128 KB rows 92.1% against 93.8% for clusters of 2, which keep 64-128 KB.
   if (stream && plan.vec > 1 && row_bytes > kRowSingleBlockMinBytes && choose_stream<T>(di, cols, plan))
     return true;
   // Rows beyond 16 blocks of kRowClusterWideBytes, where clusters of 16 need one 512-thread
@@ -378,6 +378,20 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
     if (attempt(order[i], threads, 0)) return true;
   }
   return false;
+}
+
+// use(ws) with `bytes` of the library's pool memory, allocated and freed on `stream` (freed also
+// when use throws); `what` names the free in an error.
+template <class F>
+void with_workspace(const DeviceInfo& di, std::size_t bytes, cudaStream_t stream, const char* what, F&& use) {
+  void* ws = workspace_alloc(di.device, bytes, stream);
+  try {
+    use(ws);
+  } catch (...) {
+    (void)cudaFreeAsync(ws, stream);
+    throw;
+  }
+  check(cudaFreeAsync(ws, stream), what);
 }
 
 template <class T>
@@ -441,18 +455,13 @@ void run_row(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaSt
   const std::int64_t slots = p.rows * plan.cluster;
   const std::size_t parts_bytes = static_cast<std::size_t>(slots) * sizeof(MS<T>);
   const std::size_t flags_bytes = static_cast<std::size_t>(slots) * sizeof(unsigned);
-  void* ws = workspace_alloc(di.device, parts_bytes + flags_bytes, stream);
-  a.group = plan.cluster;
-  a.xparts = static_cast<MS<T>*>(ws);
-  a.xflags = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(ws) + parts_bytes);
-  try {
+  with_workspace(di, parts_bytes + flags_bytes, stream, "cudaFreeAsync (group workspace)", [&](void* ws) {
+    a.group = plan.cluster;
+    a.xparts = static_cast<MS<T>*>(ws);
+    a.xflags = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(ws) + parts_bytes);
     check(cudaMemsetAsync(a.xflags, 0, flags_bytes, stream), "cudaMemsetAsync (group flags)");
     launch(f, grid, plan.threads, smem, 0, &a, stream, "group kernel launch", true);
-  } catch (...) {
-    (void)cudaFreeAsync(ws, stream);
-    throw;
-  }
-  check(cudaFreeAsync(ws, stream), "cudaFreeAsync (group workspace)");
+  });
 }
 
 template <class T>
@@ -464,17 +473,12 @@ void run_stream(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cud
   set_carveout(di, sh.f, static_cast<int>(ceil_div(sh.blocks, di.sms)), sh.smem, false);
   const std::size_t parts_bytes =
       static_cast<std::size_t>(p.rows * sh.nchunks) * kStreamSlotWords * sizeof(unsigned long long);
-  void* ws = workspace_alloc(di.device, parts_bytes, stream);
-  StreamArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols, sh.kpt, sh.nchunks, static_cast<unsigned long long*>(ws)};
-  try {
+  with_workspace(di, parts_bytes, stream, "cudaFreeAsync (stream workspace)", [&](void* ws) {
+    StreamArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols, sh.kpt, sh.nchunks, static_cast<unsigned long long*>(ws)};
     check(cudaMemsetAsync(a.parts, 0, parts_bytes, stream), "cudaMemsetAsync (stream partials)");
     launch(sh.f, dim3(static_cast<unsigned>(blocks)), plan.threads + 32, sh.smem, 0, &a, stream,
            "stream kernel launch", true);
-  } catch (...) {
-    (void)cudaFreeAsync(ws, stream);
-    throw;
-  }
-  check(cudaFreeAsync(ws, stream), "cudaFreeAsync (stream workspace)");
+  });
 }
 
 template <class T>
@@ -497,10 +501,9 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
   const std::int64_t nparts = group * nchunks;
   const std::size_t ws_bytes =
       static_cast<std::size_t>(nparts + (combine ? group : 0)) * sizeof(MS<T>);
-  void* ws = workspace_alloc(di.device, ws_bytes, stream);
-  MS<T>* parts = static_cast<MS<T>*>(ws);
-  MS<T>* tot = combine ? parts + nparts : nullptr;
-  try {
+  with_workspace(di, ws_bytes, stream, "cudaFreeAsync (split workspace)", [&](void* ws) {
+    MS<T>* parts = static_cast<MS<T>*>(ws);
+    MS<T>* tot = combine ? parts + nparts : nullptr;
     for (std::int64_t r0 = 0; r0 < p.rows; r0 += group) {
       const std::int64_t nr = std::min(group, p.rows - r0);
       SplitArgs<T> a{p.x, p.y, p.ldx, p.ldy, r0, p.cols, chunk, nchunks, parts, tot,
@@ -512,11 +515,7 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
                "split combine launch");
       launch(f2, grid, kSplitThreads, 0, 0, &a, stream, "split write launch");
     }
-  } catch (...) {
-    (void)cudaFreeAsync(ws, stream);
-    throw;
-  }
-  check(cudaFreeAsync(ws, stream), "cudaFreeAsync (split workspace)");
+  });
 }
 
 template <class T>

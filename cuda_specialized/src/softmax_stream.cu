@@ -148,8 +148,8 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
   };
 
   // Step k (one block barrier): data warps load chunk k + NB - 1 into the buffer chunk k - 1
-  // left and reduce chunk k + R, while the control warp fetches chunk k's row total (published
-  // at least one step earlier, since R >= 2 and a row spans at most two steps of the grid);
+  // left and reduce chunk k + R, while the control warp fetches chunk k's row total (its
+  // partials published at least one step earlier: see the condition at the top);
   // after the barrier the control warp publishes chunk k + R and the data warps write chunk k.
   const std::int64_t t0 = blockIdx.x;
   if (!control) {
