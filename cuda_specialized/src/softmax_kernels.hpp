@@ -89,7 +89,8 @@ struct StreamArgs {
   int kpt;               // vectors per thread and chunk
   std::int64_t nchunks;  // chunks per row
   unsigned long long* parts;  // [rows][nchunks] tagged partial of each chunk, kStreamSlotWords
-                              // words each (zero before the launch)
+                              // words each, none tagged with this call's epoch before the launch
+  unsigned epoch;             // > 0
 };
 constexpr int kStreamSlotWords = 4;
 

@@ -19,9 +19,10 @@ namespace impl {
 
 namespace {
 
-// A partial (m, s) as four 8-byte words, each a 32-bit half of m or s (both as doubles) tagged 1 in
-// its upper half: a word is written and read whole (relaxed, single-copy atomic), so a reader that
-// sees the tag has that half, with no fence on either side. The slots are zeroed before the launch.
+// A partial (m, s) as four 8-byte words, each a 32-bit half of m or s (both as doubles) tagged in
+// its upper half with the call's epoch (a.epoch, never 0): a word is written and read whole
+// (relaxed, single-copy atomic), so a reader that sees the epoch has that half, with no fence on
+// either side. Words of earlier calls carry older epochs (or 0, as zeroed) and never match.
 __device__ __forceinline__ void st_relaxed_gpu_u64(unsigned long long* p, unsigned long long v) {
   asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
@@ -30,23 +31,24 @@ __device__ __forceinline__ unsigned long long ld_relaxed_gpu_u64(const unsigned 
   asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ unsigned long long tagged(int half) {
-  return (1ull << 32) | static_cast<unsigned>(half);
+__device__ __forceinline__ unsigned long long tagged(int half, unsigned epoch) {
+  return (static_cast<unsigned long long>(epoch) << 32) | static_cast<unsigned>(half);
 }
 template <class T>
-__device__ __forceinline__ void publish_tagged(unsigned long long* slot, const MS<T>& v) {
+__device__ __forceinline__ void publish_tagged(unsigned long long* slot, const MS<T>& v, unsigned epoch) {
   const double m = static_cast<double>(v.m);
-  st_relaxed_gpu_u64(slot + 0, tagged(__double2hiint(m)));
-  st_relaxed_gpu_u64(slot + 1, tagged(__double2loint(m)));
-  st_relaxed_gpu_u64(slot + 2, tagged(__double2hiint(v.s)));
-  st_relaxed_gpu_u64(slot + 3, tagged(__double2loint(v.s)));
+  st_relaxed_gpu_u64(slot + 0, tagged(__double2hiint(m), epoch));
+  st_relaxed_gpu_u64(slot + 1, tagged(__double2loint(m), epoch));
+  st_relaxed_gpu_u64(slot + 2, tagged(__double2hiint(v.s), epoch));
+  st_relaxed_gpu_u64(slot + 3, tagged(__double2loint(v.s), epoch));
 }
 // The four words already loaded into w; reloads those not yet written.
 template <class T>
-__device__ __forceinline__ MS<T> complete_tagged(const unsigned long long* slot, unsigned long long (&w)[kStreamSlotWords]) {
+__device__ __forceinline__ MS<T> complete_tagged(const unsigned long long* slot, unsigned long long (&w)[kStreamSlotWords],
+                                                 unsigned epoch) {
 #pragma unroll
   for (int i = 0; i < kStreamSlotWords; ++i)
-    while ((w[i] >> 32) == 0) w[i] = ld_relaxed_gpu_u64(slot + i);
+    while ((w[i] >> 32) != epoch) w[i] = ld_relaxed_gpu_u64(slot + i);
   const auto half = [&](int i) { return static_cast<int>(static_cast<unsigned>(w[i])); };
   return MS<T>{static_cast<T>(__hiloint2double(half(0), half(1))), __hiloint2double(half(2), half(3))};
 }
@@ -109,7 +111,7 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
   auto publish = [&](std::int64_t tk, int p) {
     if (tk >= total) return;
     const MS<T> st = warp_join<NW>(red[p][lane % NW]);
-    if (lane == 0) publish_tagged(a.parts + tk * kStreamSlotWords, st);
+    if (lane == 0) publish_tagged(a.parts + tk * kStreamSlotWords, st, a.epoch);
   };
   // Control warp: chunk tk's row total into tot_s[p], from the row's partials as they arrive
   // (joined in the same order for every chunk of the row, so all get the bitwise-same (M, S)).
@@ -131,7 +133,7 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const std::int64_t q = q0 + 32 * u;
-        if (q < a.nchunks) w = ms_join(w, complete_tagged<T>(pr + q * kStreamSlotWords, v[u]));
+        if (q < a.nchunks) w = ms_join(w, complete_tagged<T>(pr + q * kStreamSlotWords, v[u], a.epoch));
       }
     }
     w = warp_join<32>(w);

@@ -339,6 +339,87 @@ bool run_case(const CaseSpec& cs, cudaStream_t stream) {
   return res.ok;
 }
 
+// The chunk streams' partial slots persist across calls, tagged with a per-call epoch, and are
+// zeroed per call under graph capture. Checked here: back-to-back calls on two streams with no host
+// synchronization between them (a shape, then a larger one that reallocates the slots, then the
+// first again), and a captured call replayed on new inputs. Each output row against fp64.
+static void check_stream_slots(const im::DeviceInfo& di, cudaStream_t s1) {
+  cudaStream_t s2;
+  CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  struct Call {
+    std::int64_t rows, cols;
+    std::uint64_t seed;
+    cudaStream_t s;
+  };
+  const std::int64_t c1 = 300000, c2 = 700000;  // 8 and 18 chunks of 40-48 KB per row
+  const std::vector<Call> calls{{12, c1, 11, s1}, {12, c1, 12, s2}, {16, c2, 13, s1}, {12, c1, 14, s2}, {12, c1, 15, s1}};
+  const auto fill = [](std::vector<float>& h, const Call& c) {
+    CaseSpec cs;
+    cs.seed = c.seed;
+    cs.wide = true;
+    for (std::int64_t r = 0; r < c.rows; ++r) fill_row_special(h.data() + r * c.cols, r + 9, c.cols, cs);  // r + 9: no special rows
+  };
+  const auto verify = [](const std::vector<float>& hx, const std::vector<float>& hy, std::int64_t rows, std::int64_t cols,
+                         const std::string& what) {
+    double worst = 0;
+    std::string why;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const RowCheck rc = check_row(hx.data() + r * cols, hy.data() + r * cols, cols);
+      worst = std::max(worst, rc.max_rel);
+      if (!rc.ok && why.empty()) why = "row " + std::to_string(r) + ": " + rc.why;
+    }
+    std::printf("%-4s stream slots: %-90s max_rel %.2e %s\n", why.empty() ? "ok" : "FAIL", what.c_str(), worst, why.c_str());
+    if (!why.empty()) ++g_failed;
+  };
+  std::vector<std::vector<float>> hx(calls.size()), hy(calls.size());
+  std::vector<float*> dx(calls.size()), dy(calls.size());
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const Call& c = calls[k];
+    const std::size_t n = static_cast<std::size_t>(c.rows * c.cols);
+    hx[k].resize(n);
+    hy[k].resize(n);
+    fill(hx[k], c);
+    CK(cudaMalloc(&dx[k], n * sizeof(float)));
+    CK(cudaMalloc(&dy[k], n * sizeof(float)));
+    CK(cudaMemcpy(dx[k], hx[k].data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  for (std::size_t k = 0; k < calls.size(); ++k)  // no synchronization in between
+    sc::softmax(dx[k], calls[k].cols, dy[k], calls[k].cols, calls[k].rows, calls[k].cols, calls[k].s);
+  CK(cudaDeviceSynchronize());
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    CK(cudaMemcpy(hy[k].data(), dy[k], hy[k].size() * sizeof(float), cudaMemcpyDeviceToHost));
+    verify(hx[k], hy[k], calls[k].rows, calls[k].cols,
+           "call " + std::to_string(k) + " (" + std::to_string(calls[k].rows) + "x" + std::to_string(calls[k].cols) +
+               (calls[k].s == s1 ? ", stream 1, " : ", stream 2, ") +
+               im::describe(im::make_plan(di, im::Problem<float>{dx[k], calls[k].cols, dy[k], calls[k].cols,
+                                                                  calls[k].rows, calls[k].cols})) + ")");
+  }
+  // graph: capture one call, replay it on two new inputs copied into its input buffer
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeThreadLocal));
+  sc::softmax(dx[0], c1, dy[0], c1, calls[0].rows, c1, s2);
+  CK(cudaStreamEndCapture(s2, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  for (std::uint64_t seed : {21, 22}) {
+    Call c = calls[0];
+    c.seed = seed;
+    fill(hx[0], c);
+    CK(cudaMemcpy(dx[0], hx[0].data(), hx[0].size() * sizeof(float), cudaMemcpyHostToDevice));
+    CK(cudaGraphLaunch(exec, s2));
+    CK(cudaStreamSynchronize(s2));
+    CK(cudaMemcpy(hy[0].data(), dy[0], hy[0].size() * sizeof(float), cudaMemcpyDeviceToHost));
+    verify(hx[0], hy[0], c.rows, c.cols, "graph replay on new input (seed " + std::to_string(seed) + ")");
+  }
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    CK(cudaFree(dx[k]));
+    CK(cudaFree(dy[k]));
+  }
+  CK(cudaStreamDestroy(s2));
+}
+
 static std::int64_t rows_for(std::int64_t cols, std::int64_t budget) {
   return std::max<std::int64_t>(9, std::min<std::int64_t>(4096, budget / std::max<std::int64_t>(1, cols)));
 }
@@ -1034,6 +1115,7 @@ int main(int argc, char** argv) {
     const Suite suite = check ? Suite::full : check_small ? Suite::small : Suite::sanitize;
     check_suite<float>(di, stream, suite);
     check_suite<double>(di, stream, suite);
+    if (di.cooperative) check_stream_slots(di, stream);
     // argument checks
     bool threw = false;
     try { sc::softmax(static_cast<const float*>(nullptr), 3, static_cast<float*>(nullptr), 2, 4, 3, stream); }

@@ -13,7 +13,10 @@
 // known (unaligned long rows: thread-block clusters or grid groups of blocks).
 // Longer rows (and long rows where none of these can run) take a two-pass split
 // path. Rows beyond one block use a small workspace from the library's
-// stream-ordered memory pool (partials of each chunk or block, < 0.1 % of x).
+// stream-ordered memory pool (partials of each chunk or block, < 0.1 % of x). The
+// chunk streams keep theirs per device across calls (tagged per call, so not cleared
+// per call; calls that use it are ordered, also across streams); under graph capture
+// they take a zeroed one per call.
 #ifndef SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_HPP
 #define SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_HPP
 
