@@ -213,7 +213,7 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
   const std::int64_t nvec = op.out / V;
   const int threads = static_cast<int>(std::min<std::int64_t>(Op::kThreads, std::max<std::int64_t>(32, (nvec + 31) / 32 * 32)));
   const std::size_t smem = sizeof(Pack<V>) * static_cast<std::size_t>(std::max<std::int64_t>(0, nvec - Op::kRegPacks * threads));
-  const cudaLaunchAttribute attr = dependent_launch_attribute();
+  cudaLaunchAttribute attr = dependent_launch_attribute();
   const bool dependent = device_info(device).binary_version >= 90;
   for (std::int64_t r0 = 0; r0 < op.batch; r0 += 0x7fffffff) {  // grid.x limit
     cudaLaunchConfig_t cfg{};
@@ -221,7 +221,7 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
     cfg.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cfg.attrs = const_cast<cudaLaunchAttribute*>(&attr);
+    cfg.attrs = &attr;
     cfg.numAttrs = dependent && r0 == 0 ? 1 : 0;  // only the first launch follows the previous kernel
     check_linear(cudaLaunchKernelEx(&cfg, kernel_fn, op.y + r0 * op.ldy, op.ldy, op.out, f),
                  "row kernel launch");
