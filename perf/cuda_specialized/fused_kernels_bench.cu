@@ -14,11 +14,15 @@
 //                     timed interleaved with the matching cuBLAS GEMM alone
 //   --explore         cuBLASLt options that could take work off the layers (split-K for the high x
 //                     high product, BatchNorm folded into an alpha-vector epilogue)
+//   --tune            cuBLASLt configurations of the training layer's TF32 GEMM around the
+//                     heuristic's candidates, the fastest against cuBLAS alone (measured: none faster,
+//                     perf/results/h100_session7_2026-11-22.txt)
 //   --quick           the tf32 layers and the TF32 GEMM alone timed call by call interleaved, three
 //                     rounds (A/B tests of the row work)
-//   --split-proto     the BatchNorm-training GEMM cut into two halves of the features, the first
-//                     half's statistics beside the second half's GEMM (measured: no gain, the cut
-//                     GEMM costs what the overlap saves; perf/results/h100_fused_session4_2026-11-22.txt)
+//   --split-proto     the BatchNorm-training GEMM cut into two halves of the features, in sequence or
+//                     concurrently, the first half's statistics beside the second half's GEMM
+//                     (measured: no gain, the cut GEMM costs what the overlap saves;
+//                     perf/results/h100_fused_session4_2026-11-22.txt, h100_session7_2026-11-22.txt)
 //   --profile         one call per layer and GEMM precision on the workload, for
 //                     `ncu --clock-control none --metrics gpu__time_duration.sum --csv ... --profile`
 //   --json PATH       results as JSON;  --iters N  timed repetitions (default 20)
@@ -658,6 +662,106 @@ static void explore() {
   cublasLtDestroy(lt);
 }
 
+// The TF32 GEMM of the BatchNorm-training layer (no bias): cuBLASLt configurations around the
+// heuristic's candidates (each candidate's tile x stages, then swizzle, custom option and cluster
+// shape of the six fastest), the four fastest timed interleaved with cuBLAS alone and the
+// heuristic's first. Configurations needing more than 32 MiB of workspace are skipped.
+static void tune() {
+  const std::int64_t B = 1024, K = 8192, N = 8192;
+  const Problem p = make_problem(B, K, N, N, false);
+  DevProblem d(p);
+  cublasLtHandle_t lt;
+  CB(cublasLtCreate(&lt));
+  const LtGemm g(N, B, K, K, K, N, nullptr, nullptr);
+  const float one = 1;
+  const std::size_t room = std::size_t(32) << 20;
+  Dev<float> work(room / sizeof(float));
+  const auto heur = g.candidates(lt, room);
+  struct Cand {
+    cublasLtMatmulAlgo_t a;
+    std::size_t ws;
+    double ms;
+  };
+  const auto describe = [](const cublasLtMatmulAlgo_t& a, std::size_t ws) {
+    char buf[192];
+    std::snprintf(buf, sizeof buf,
+                  "\"algo\":%d,\"tile\":%d,\"stages\":%d,\"swizzle\":%d,\"custom\":%d,\"cluster\":%d,\"workspace\":%zu",
+                  algo_config(a, CUBLASLT_ALGO_CONFIG_ID), algo_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                  algo_config(a, CUBLASLT_ALGO_CONFIG_STAGES_ID), algo_config(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                  algo_config(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION), algo_config(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), ws);
+    return std::string(buf);
+  };
+  const auto run = [&](const Cand& c) { return g.run(lt, c.a, &one, d.w.p, d.x.p, 0.f, d.y.p, work.p, c.ws); };
+  std::vector<Cand> all;
+  const auto try_algo = [&](const cublasLtMatmulAlgo_t& a) {
+    cublasLtMatmulHeuristicResult_t chk{};
+    if (cublasLtMatmulAlgoCheck(lt, g.desc, g.la, g.lb, g.lc, g.lc, &a, &chk) != CUBLAS_STATUS_SUCCESS ||
+        chk.workspaceSize > room)
+      return;
+    Cand c{a, chk.workspaceSize, 0};
+    bool ok = true;
+    c.ms = median_ms([&] { ok = ok && run(c) == CUBLAS_STATUS_SUCCESS; });
+    if (ok) all.push_back(c);
+  };
+  const auto caps = [](const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr, int fallback) {
+    std::size_t w = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&a, attr, nullptr, 0, &w);
+    std::vector<std::uint32_t> v(w / 4);
+    if (w) cublasLtMatmulAlgoCapGetAttribute(&a, attr, v.data(), w, &w);
+    if (v.empty()) v.push_back(std::uint32_t(fallback));
+    return v;
+  };
+  for (const auto& h : heur) {
+    for (std::uint32_t tile : caps(h.algo, CUBLASLT_ALGO_CAP_TILE_IDS, algo_config(h.algo, CUBLASLT_ALGO_CONFIG_TILE_ID)))
+      for (std::uint32_t st : caps(h.algo, CUBLASLT_ALGO_CAP_STAGES_IDS, algo_config(h.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID))) {
+        cublasLtMatmulAlgo_t a = h.algo;
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st, sizeof st);
+        try_algo(a);
+      }
+  }
+  const auto by_time = [](const Cand& x, const Cand& y) { return x.ms < y.ms; };
+  std::sort(all.begin(), all.end(), by_time);
+  const std::vector<Cand> seeds(all.begin(), all.begin() + std::min<std::ptrdiff_t>(6, all.size()));
+  for (const Cand& c : seeds) {
+    int custom_max = 0;
+    std::size_t w = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&c.a, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max, sizeof custom_max, &w);
+    for (std::uint32_t swz : {0u, 1u})
+      for (std::uint32_t cu = 0; cu <= std::uint32_t(std::min(custom_max, 7)); ++cu)
+        for (int shape : {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                          CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x2x1, CUBLASLT_CLUSTER_SHAPE_4x1x1,
+                          CUBLASLT_CLUSTER_SHAPE_1x4x1}) {
+          const std::uint16_t cl = std::uint16_t(shape);
+          cublasLtMatmulAlgo_t a = c.a;
+          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz);
+          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cu, sizeof cu);
+          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof cl);
+          try_algo(a);
+        }
+  }
+  std::sort(all.begin(), all.end(), by_time);
+  std::printf("tune: %zu heuristic candidates, %zu configurations timed\n", heur.size(), all.size());
+  for (std::size_t i = 0; i < all.size() && i < 8; ++i) record("tune_config_" + std::to_string(i), all[i].ms, describe(all[i].a, all[i].ws));
+  if (heur.empty() || all.empty()) return;
+  std::vector<Cand> timed{Cand{heur[0].algo, heur[0].workspaceSize, 0}};
+  for (std::size_t i = 0; i < all.size() && i < 4; ++i) timed.push_back(all[i]);
+  std::vector<std::function<void()>> fs{[&] { cublas_alone(p, d, true); }};
+  for (const Cand& c : timed) fs.push_back([&, c] { CB(run(c)); });
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<double> t = interleaved_medians(fs);
+    record("tune_cublas_tf32", t[0]);
+    for (std::size_t k = 0; k < timed.size(); ++k) {
+      char ratio[48];
+      std::snprintf(ratio, sizeof ratio, ",\"vs_cublas_alone\":%.4f", t[k + 1] / t[0]);
+      record(k == 0 ? "tune_heuristic_first" : "tune_top_" + std::to_string(k - 1), t[k + 1],
+             describe(timed[k].a, timed[k].ws) + ratio);
+    }
+  }
+  CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+  cublasLtDestroy(lt);
+}
+
 // Medians of several calls timed interleaved, call by call (each between its own events), so
 // that every median sees the same clocks and temperature: the GPU's clocks drift over a run.
 static std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fs) {
@@ -713,7 +817,8 @@ static void quick() {
 }
 
 // Prototype: the tf32 BatchNorm-training GEMM cut into two halves of the features, so that the
-// first half's statistics run beside the second half's GEMM.
+// first half's statistics run beside the second half's GEMM (the halves in sequence, or
+// concurrently on two streams).
 static void split_proto() {
   const std::int64_t B = 1024, K = 8192, N = 8192, H = N / 2;
   const Problem p = make_problem(B, K, N, N, false);
@@ -757,9 +862,27 @@ static void split_proto() {
       CK(cudaStreamWaitEvent(nullptr, e2, 0));
     };
   };
-  cudaEvent_t f1, f2;
+  cudaEvent_t f0, f1, f2, f3;
+  CK(cudaEventCreateWithFlags(&f0, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&f1, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&f2, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&f3, cudaEventDisableTiming));
+  cudaStream_t side_n, side_n2;
+  CK(cudaStreamCreateWithFlags(&side_n, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&side_n2, cudaStreamNonBlocking));
+  // The halves concurrently, the first GEMM on s1 and its statistics on s2 beside the second GEMM.
+  const auto concurrent = [&](cudaStream_t s1, cudaStream_t s2) {
+    CK(cudaEventRecord(f0, main_s));
+    CK(cudaStreamWaitEvent(s1, f0, 0));
+    si::linear_gemm(h1, s1);
+    CK(cudaEventRecord(f1, s1));
+    CK(cudaStreamWaitEvent(s2, f1, 0));
+    si::batchnorm_affine(0, b1, bn_of(0, ws1.p), ws1.p, s2);
+    CK(cudaEventRecord(f3, s2));
+    si::linear_gemm(h2, main_s);
+    si::batchnorm_affine(0, b2, bn_of(H, ws2.p), ws2.p, main_s);
+    CK(cudaStreamWaitEvent(main_s, f3, 0));
+  };
   const std::vector<std::function<void()>> fs{
       on_main([&] { cublas_alone(p, d, true); }),
       on_main([&] { si::linear_gemm(full, main_s); }),
@@ -797,10 +920,21 @@ static void split_proto() {
         si::batchnorm_affine(0, b2, bn_of(H, ws2.p), ws2.p, main_s);
         CK(cudaStreamWaitEvent(main_s, f2, 0));
       }),
+      on_main([&] {  // halves concurrently (the first on the high-priority stream), no statistics
+        CK(cudaEventRecord(f0, main_s));
+        CK(cudaStreamWaitEvent(side_hi, f0, 0));
+        si::linear_gemm(h1, side_hi);
+        CK(cudaEventRecord(f1, side_hi));
+        si::linear_gemm(h2, main_s);
+        CK(cudaStreamWaitEvent(main_s, f1, 0));
+      }),
+      on_main([&] { concurrent(side_hi, side_lo); }),
+      on_main([&] { concurrent(side_n, side_n2); }),
   };
   const char* names[] = {"proto_cublas_tf32", "proto_gemm_full", "proto_gemm_full_stats", "proto_gemm_halves",
                          "proto_gemm_halves_stats_serial", "proto_split_gemm2_high_priority",
-                         "proto_split_stats1_side"};
+                         "proto_split_stats1_side", "proto_concurrent_halves",
+                         "proto_concurrent_stats1_low_priority", "proto_concurrent_normal_priority"};
   for (int round = 0; round < 3; ++round) {
     const std::vector<double> t = interleaved_medians(fs);
     for (std::size_t k = 0; k < t.size(); ++k) {
@@ -811,6 +945,9 @@ static void split_proto() {
   }
   CB(cublasSetStream(blas(), nullptr));
   CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+  CK(cudaDeviceSynchronize());
+  for (cudaEvent_t e : {e1, e2, f0, f1, f2, f3}) CK(cudaEventDestroy(e));
+  for (cudaStream_t st : {main_s, side_hi, side_lo, side_n, side_n2}) CK(cudaStreamDestroy(st));
   d.reset_stats(p);
 }
 
@@ -828,7 +965,7 @@ static void profile() {
 }
 
 int main(int argc, char** argv) {
-  bool do_check = false, do_small = false, do_bench = false, do_explore = false, do_profile = false, do_quick = false, do_split = false;
+  bool do_check = false, do_small = false, do_bench = false, do_explore = false, do_profile = false, do_quick = false, do_split = false, do_tune = false;
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--check")) do_check = true;
@@ -838,14 +975,15 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--profile")) do_profile = true;
     else if (!std::strcmp(argv[i], "--quick")) do_quick = true;
     else if (!std::strcmp(argv[i], "--split-proto")) do_split = true;
+    else if (!std::strcmp(argv[i], "--tune")) do_tune = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(5, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--check] [--check-sanitize] [--bench] [--explore] [--quick] [--profile] [--json PATH] [--iters N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check] [--check-sanitize] [--bench] [--explore] [--tune] [--quick] [--split-proto] [--profile] [--json PATH] [--iters N]\n", argv[0]);
       return 2;
     }
   }
-  if (!do_check && !do_small && !do_bench && !do_explore && !do_profile && !do_quick && !do_split) do_check = do_bench = true;
+  if (!do_check && !do_small && !do_bench && !do_explore && !do_profile && !do_quick && !do_split && !do_tune) do_check = do_bench = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, linear_max_out %ld\n", prop.name, long(sc::linear_max_out(0)));
@@ -855,6 +993,7 @@ int main(int argc, char** argv) {
     if (do_explore) explore();
     if (do_quick) quick();
     if (do_split) split_proto();
+    if (do_tune) tune();
     if (do_profile) profile();
   } catch (const std::exception& e) {
     std::printf("EXCEPTION %s\n", e.what());
