@@ -743,7 +743,10 @@ static void tune() {
   std::sort(all.begin(), all.end(), by_time);
   std::printf("tune: %zu heuristic candidates, %zu configurations timed\n", heur.size(), all.size());
   for (std::size_t i = 0; i < all.size() && i < 8; ++i) record("tune_config_" + std::to_string(i), all[i].ms, describe(all[i].a, all[i].ws));
-  if (heur.empty() || all.empty()) return;
+  if (heur.empty() || all.empty()) {
+    cublasLtDestroy(lt);
+    return;
+  }
   std::vector<Cand> timed{Cand{heur[0].algo, heur[0].workspaceSize, 0}};
   for (std::size_t i = 0; i < all.size() && i < 4; ++i) timed.push_back(all[i]);
   std::vector<std::function<void()>> fs{[&] { cublas_alone(p, d, true); }};
