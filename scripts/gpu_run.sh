@@ -13,7 +13,8 @@
 # Benchmark files bench_softmax.json and bench_fused.json), torch_softmax.json, results.json (those
 # benchmarks condensed by perf/summarize_benchmarks.py, with date, device, command and commit),
 # summary.txt, and from the fused layers' driver and the reference framework fused_kernels.json,
-# torch_fused.json and their chart fused_layers.png (perf/plot_fused.py).
+# fused_full_clocks.json (the tf32 layers at full clocks), torch_fused.json and their chart
+# fused_layers.png (perf/plot_fused.py).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -99,6 +100,10 @@ if [ "$what" != test ]; then
   if [ -x "$build/perf/fused_kernels_bench" ]; then
     stage fused_kernels "$build/perf/fused_kernels_bench" --check --bench --json "$OUT/fused_kernels.json"
     grep -E "^(bench|FAIL|checks)" "$logs/fused_kernels.log" | grep -v lt_sweep | tee -a "$OUT/summary.txt"
+    # the tf32 layers against cuBLAS alone at full clocks: 8 s idle before each of 5 rounds
+    stage fused_full_clocks "$build/perf/fused_kernels_bench" --quick --rounds 5 --cool 8 \
+      --json "$OUT/fused_full_clocks.json"
+    grep -E "^bench" "$logs/fused_full_clocks.log" | tee -a "$OUT/summary.txt"
     stage torch_fused python3 perf/torch_baseline/fused_torch.py --json "$OUT/torch_fused.json"
     grep -E "^torch" "$logs/torch_fused.log" | tee -a "$OUT/summary.txt"
     stage plot_fused python3 perf/plot_fused.py "$OUT/fused_kernels.json" "$OUT/torch_fused.json" \

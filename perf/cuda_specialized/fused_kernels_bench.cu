@@ -18,7 +18,8 @@
 //                     heuristic's candidates, the fastest against cuBLAS alone (measured: none faster,
 //                     perf/results/h100_session7_2026-11-22.txt)
 //   --quick           the tf32 layers and the TF32 GEMM alone timed call by call interleaved, three
-//                     rounds (A/B tests of the row work)
+//                     rounds (A/B tests of the row work); --rounds N rounds, --cool S seconds idle
+//                     before each round (every round at full clocks)
 //   --split-proto     the BatchNorm-training GEMM cut into two halves of the features, in sequence or
 //                     concurrently, the first half's statistics beside the second half's GEMM
 //                     (measured: no gain, the cut GEMM costs what the overlap saves;
@@ -28,6 +29,7 @@
 //   --json PATH       results as JSON;  --iters N  timed repetitions (default 20)
 // Exit status non-zero when a check fails.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -36,6 +38,7 @@
 #include <ctime>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cublasLt.h>
@@ -811,11 +814,20 @@ static void layers_vs_cublas(const Problem& p, DevProblem& d, sc::GemmPrecision 
   }
 }
 
-// The tf32 target in brief: cuBLAS TF32 alone and the three layers, interleaved, in three rounds.
-static void quick() {
+// The tf32 target in brief: cuBLAS TF32 alone and the three layers, interleaved, in `rounds`
+// rounds. cool_s > 0: the device idles that long before each round, so that every round runs at
+// full clocks (without it, the H100 lowers its clocks within a second of this load and the later
+// rounds compare at lower ones).
+static void quick(int rounds, int cool_s) {
   const Problem p = make_problem(1024, 8192, 8192, 8192, false);
   DevProblem d(p);
-  for (int round = 0; round < 3; ++round) layers_vs_cublas(p, d, sc::GemmPrecision::tf32, 0);
+  for (int round = 0; round < rounds; ++round) {
+    if (cool_s > 0) {
+      CK(cudaDeviceSynchronize());
+      std::this_thread::sleep_for(std::chrono::seconds(cool_s));
+    }
+    layers_vs_cublas(p, d, sc::GemmPrecision::tf32, 0);
+  }
   d.reset_stats(p);
 }
 
@@ -970,6 +982,7 @@ static void profile() {
 int main(int argc, char** argv) {
   bool do_check = false, do_small = false, do_bench = false, do_explore = false, do_profile = false, do_quick = false, do_split = false, do_tune = false;
   const char* json = nullptr;
+  int quick_rounds = 3, quick_cool = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--check")) do_check = true;
     else if (!std::strcmp(argv[i], "--check-sanitize")) do_small = true;
@@ -981,8 +994,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--tune")) do_tune = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(5, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) quick_rounds = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--cool") && i + 1 < argc) quick_cool = std::max(0, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--check] [--check-sanitize] [--bench] [--explore] [--tune] [--quick] [--split-proto] [--profile] [--json PATH] [--iters N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check] [--check-sanitize] [--bench] [--explore] [--tune] [--quick] [--split-proto] [--profile] [--json PATH] [--iters N] [--rounds N] [--cool S]\n", argv[0]);
       return 2;
     }
   }
@@ -994,7 +1009,7 @@ int main(int argc, char** argv) {
     if (do_check || do_small) checks(!do_check);
     if (do_bench) bench();
     if (do_explore) explore();
-    if (do_quick) quick();
+    if (do_quick) quick(quick_rounds, quick_cool);
     if (do_split) split_proto();
     if (do_tune) tune();
     if (do_profile) profile();
