@@ -885,18 +885,23 @@ static void split_proto() {
   cudaStream_t side_n, side_n2;
   CK(cudaStreamCreateWithFlags(&side_n, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&side_n2, cudaStreamNonBlocking));
-  // The halves concurrently, the first GEMM on s1 and its statistics on s2 beside the second GEMM.
-  const auto concurrent = [&](cudaStream_t s1, cudaStream_t s2) {
+  // The halves concurrently, the first GEMM on s1 beside the second on the main stream; with
+  // stats, the first half's statistics on s2, also beside the second GEMM.
+  const auto concurrent = [&](cudaStream_t s1, cudaStream_t s2, bool stats) {
     CK(cudaEventRecord(f0, main_s));
     CK(cudaStreamWaitEvent(s1, f0, 0));
     si::linear_gemm(h1, s1);
     CK(cudaEventRecord(f1, s1));
-    CK(cudaStreamWaitEvent(s2, f1, 0));
-    si::batchnorm_affine(0, b1, bn_of(0, ws1.p), ws1.p, s2);
-    CK(cudaEventRecord(f3, s2));
+    cudaEvent_t first_done = f1;
+    if (stats) {
+      CK(cudaStreamWaitEvent(s2, f1, 0));
+      si::batchnorm_affine(0, b1, bn_of(0, ws1.p), ws1.p, s2);
+      CK(cudaEventRecord(f3, s2));
+      first_done = f3;
+    }
     si::linear_gemm(h2, main_s);
-    si::batchnorm_affine(0, b2, bn_of(H, ws2.p), ws2.p, main_s);
-    CK(cudaStreamWaitEvent(main_s, f3, 0));
+    if (stats) si::batchnorm_affine(0, b2, bn_of(H, ws2.p), ws2.p, main_s);
+    CK(cudaStreamWaitEvent(main_s, first_done, 0));
   };
   const std::vector<std::function<void()>> fs{
       on_main([&] { cublas_alone(p, d, true); }),
@@ -935,16 +940,9 @@ static void split_proto() {
         si::batchnorm_affine(0, b2, bn_of(H, ws2.p), ws2.p, main_s);
         CK(cudaStreamWaitEvent(main_s, f2, 0));
       }),
-      on_main([&] {  // halves concurrently (the first on the high-priority stream), no statistics
-        CK(cudaEventRecord(f0, main_s));
-        CK(cudaStreamWaitEvent(side_hi, f0, 0));
-        si::linear_gemm(h1, side_hi);
-        CK(cudaEventRecord(f1, side_hi));
-        si::linear_gemm(h2, main_s);
-        CK(cudaStreamWaitEvent(main_s, f1, 0));
-      }),
-      on_main([&] { concurrent(side_hi, side_lo); }),
-      on_main([&] { concurrent(side_n, side_n2); }),
+      on_main([&] { concurrent(side_hi, side_lo, false); }),  // the first half on the high-priority stream
+      on_main([&] { concurrent(side_hi, side_lo, true); }),
+      on_main([&] { concurrent(side_n, side_n2, true); }),
   };
   const char* names[] = {"proto_cublas_tf32", "proto_gemm_full", "proto_gemm_full_stats", "proto_gemm_halves",
                          "proto_gemm_halves_stats_serial", "proto_split_gemm2_high_priority",
