@@ -1,7 +1,8 @@
 // The BatchNorm part of Linear -> BatchNorm1d -> scale -> softmax: the per-feature affine map
 // u = z * mul_j + shift_j (one fma) that the row kernel applies (workspace [mul | shift]), with z
-// the logits *without* the bias. mul_j = scale * gamma_j / sqrt(var_j + eps) and
-// shift_j = scale * beta_j - center_j * mul_j, where center_j is the batch mean of z in training
+// the logits *without* the bias and u in log2 units (the row kernel's softmax takes exp2):
+// mul_j = log2(e) scale gamma_j / sqrt(var_j + eps) and
+// shift_j = log2(e) scale beta_j - center_j * mul_j, where center_j is the batch mean of z in training
 // mode (the bias cancels) and running_mean_j - bias_j in inference mode. shift_j is formed in
 // double from the float mul_j the kernel multiplies by, so its one rounding is the only error the
 // fold adds: eps |shift_j|, the size of u's own rounding, where z * mul_j and shift_j cancel. No
@@ -43,7 +44,7 @@ struct BatchNormParams {
   float* shift;
 
   __device__ void store(std::int64_t j, double center, double var) const {
-    const double s = scale[scale_size == 1 ? 0 : j];
+    const double s = 1.4426950408889634074 * scale[scale_size == 1 ? 0 : j];  // log2(e) scale
     const float m = static_cast<float>(s * gamma[j] / sqrt(var + eps));
     mul[j] = m;
     shift[j] = static_cast<float>(s * beta[j] - center * m);

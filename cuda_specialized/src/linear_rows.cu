@@ -4,12 +4,17 @@
 // on chip (shared memory, and registers for the affine map): u = op(z) (GELU, or the BatchNorm + scale
 // folded into a per-feature affine map by linear_batchnorm.cu), its maximum, exp(u - max) and their
 // sum in double, then y = exp(u - max) / sum. y is read once and written once.
+//
+// The ops return u * log2(e) (folded into their constants, or into the map), so that the softmax takes
+// exp2f: one instruction fewer per element than expf's own multiply by log2(e), and no added rounding
+// (the fold replaces a rounding of u by one of u * log2(e)).
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include <cuda_runtime.h>
 #include <math_constants.h>
@@ -38,6 +43,7 @@ struct alignas(4 * V) Pack {
 // measured slower: 26.0-26.6 us against 24.0-24.4 (H100, ncu in the layer, 1024 x 8192).
 struct GeluShape {
   static constexpr int kThreads = 256, kRegPacks = 0, kMinBlocks = 1;
+  static constexpr float kHalfLog2e = 0.72134752044448170368f;  // GELU's 1/2 times log2(e)
 };
 
 struct GeluExact : GeluShape {
@@ -45,7 +51,7 @@ struct GeluExact : GeluShape {
   template <int V>
   __device__ void operator()(std::int64_t, Pack<V>& p) const {
 #pragma unroll
-    for (int e = 0; e < V; ++e) p.v[e] = 0.5f * p.v[e] * (1.0f + erff(p.v[e] * 0.70710678118654752440f));
+    for (int e = 0; e < V; ++e) p.v[e] = kHalfLog2e * p.v[e] * (1.0f + erff(p.v[e] * 0.70710678118654752440f));
   }
 };
 
@@ -56,21 +62,24 @@ struct GeluTanh : GeluShape {
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const float z = p.v[e];
-      p.v[e] = 0.5f * z * (1.0f + tanhf(0.79788456080286535588f * (z + 0.044715f * z * z * z)));
+      p.v[e] = kHalfLog2e * z * (1.0f + tanhf(0.79788456080286535588f * (z + 0.044715f * z * z * z)));
     }
   }
 };
 
 // Vector loads of the per-feature parameters: the launcher picks V = 4 only when they are
-// 16-byte aligned too. 128 threads with 6 of each thread's 16 packs of an 8192-float row in
-// registers (63-64 registers, no spills; 8 would spill) and 20 KB of shared memory: 8 rows per
-// multiprocessor, so the 1024 rows of the workload are resident at once on 132 multiprocessors.
-// The whole row in shared memory (256 threads, 33 KB: 6 rows) left 232 rows to a second,
-// latency-bound round. H100, ncu in the layer: 23.7-24.2 us against 20.2-20.4 us after the
-// training statistics, 25.8-26.2 against 22.7-23.5 after the inference map (calls 1-2 of
-// perf/results/h100_fused_session4_2026-11-22.txt; such in-layer times vary ~3 us between calls).
+// 16-byte aligned too. 128 threads with 7 of each thread's 16 packs of an 8192-float row in
+// registers (62-64 registers, no spills; 8 spill in the inference kernel) and 18 KB of shared
+// memory: 8 rows per multiprocessor, so the 1024 rows of the workload are resident at once on 132
+// multiprocessors, in 159 KB of shared memory, which leaves 92 KB of L1 (row_carveout) to the
+// 64 KB map that all 8 blocks read. The whole row in shared memory (256 threads, 33 KB: 6 rows)
+// left 232 rows to a second, latency-bound round: H100, ncu in the layer, 23.7-24.2 us against
+// 20.2-20.4 us after the training statistics, 25.8-26.2 against 22.7-23.5 after the inference map
+// (perf/results/h100_fused_session4_2026-11-22.txt). 7 packs rather than 6 (20 KB, 171 KB for 8
+// blocks: a 196 KB carveout and 60 KB of L1): tf32 training layer 1.094-1.097x the GEMM against
+// 1.096-1.099x (perf/results/h100_session9_2026-11-22.txt).
 struct FeatureAffine {
-  static constexpr int kThreads = 128, kRegPacks = 6, kMinBlocks = 8;
+  static constexpr int kThreads = 128, kRegPacks = 7, kMinBlocks = 8;
   const float* __restrict__ mul;
   const float* __restrict__ shift;
   template <int V>
@@ -130,7 +139,6 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
   Pack<V>* row_s = reinterpret_cast<Pack<V>*>(smem4);  // pack i >= nreg at row_s[i - nreg]
   __shared__ double dslots[32];
   __shared__ float fslots[32];
-  __shared__ int islots[32];
   Pack<V>* row = reinterpret_cast<Pack<V>*>(y + static_cast<std::int64_t>(blockIdx.x) * ldy);
   const int nvec = static_cast<int>(out / V);
   constexpr int P = Op::kRegPacks;
@@ -149,7 +157,7 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
   };
 
   float m = -CUDART_INF_F;
-  int nan_seen = 0;
+  bool nan_seen = false;
   const auto apply = [&](int i, Pack<V>& p) {
     op(static_cast<std::int64_t>(i) * V, p);
 #pragma unroll
@@ -166,9 +174,9 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
     grid_dependency_wait();
     each_pack([&](int i, Pack<V>& p) { apply(i, p = load_once(row + i)); });
   }
-  const float big = block_reduce(m, [](float a, float b) { return fmaxf(a, b); }, fslots);
-  const int bad = block_reduce(nan_seen, [](int a, int b) { return a | b; }, islots);
-  if (bad || isinf(big)) {  // NaN or +inf in the row, or a row of -inf: a NaN row
+  // A NaN anywhere makes the row NaN, as +inf does: one reduction, with a NaN counted as +inf.
+  const float big = block_reduce(nan_seen ? CUDART_INF_F : m, [](float a, float b) { return fmaxf(a, b); }, fslots);
+  if (isinf(big)) {  // NaN or +inf in the row, or a row of -inf: a NaN row
     Pack<V> q;
 #pragma unroll
     for (int e = 0; e < V; ++e) q.v[e] = CUDART_NAN_F;
@@ -180,7 +188,7 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
     float part = 0;
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      p.v[e] = expf(p.v[e] - big);
+      p.v[e] = exp2f(p.v[e] - big);
       part += p.v[e];
     }
     s += part;
@@ -196,10 +204,11 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
 }
 
 // The row kernels already raised to the device's opt-in shared memory (cudaFuncSetAttribute once
-// per device and kernel).
+// per device and kernel), and the shared-memory carveout of each launch shape.
 struct RowCache {
   std::mutex mu;
   std::map<std::pair<int, const void*>, bool> raised;
+  std::map<std::tuple<int, const void*, int, std::size_t>, unsigned> carveout;
 };
 
 RowCache& row_cache() {
@@ -207,15 +216,43 @@ RowCache& row_cache() {
   return c;
 }
 
+// The shared-memory carveout (percent of the multiprocessor's largest) that holds as many blocks as
+// the largest one does, leaving the rest to L1, where the per-feature map that every row block of
+// a multiprocessor reads stays. Without the hint the driver gave the BatchNorm row kernel no more
+// L1 at 159 KB of shared memory than at 171 KB (H100: equal layer times); with it the tf32
+// training layer ran 0.3 % faster (perf/results/h100_session9_2026-11-22.txt). Caller holds the
+// cache's lock.
+[[maybe_unused]] unsigned row_carveout(RowCache& c, int device, const void* kernel, int threads, std::size_t smem) {
+  const auto key = std::make_tuple(device, kernel, threads, smem);
+  const auto it = c.carveout.find(key);
+  if (it != c.carveout.end()) return it->second;
+  int blocks = 0;
+  check_linear(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  cudaFuncAttributes a{};
+  check_linear(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes");
+  const DeviceInfo& d = device_info(device);
+  const double need = static_cast<double>(blocks) * static_cast<double>(smem + a.sharedSizeBytes + d.smem_reserved);
+  const unsigned percent = d.smem_per_sm > 0 ? static_cast<unsigned>(std::min(100.0, std::ceil(100.0 * need / d.smem_per_sm))) : 100u;
+  c.carveout.emplace(key, percent);
+  return percent;
+}
+
 // Dynamic shared memory a row kernel may use: the opt-in limit less the reductions' static slots.
 int row_smem_bytes(int device) {
-  return std::max(0, device_info(device).smem_optin - 32 * (8 + 4 + 4) - 1024);
+  return std::max(0, device_info(device).smem_optin - 32 * (8 + 4) - 1024);
 }
 
 template <class Op, int V, bool LoadBeforeWait>
 void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t stream) {
   void (*const kernel_fn)(float*, std::int64_t, std::int64_t, Op) = fused_row_softmax_kernel<Op, V, LoadBeforeWait>;
   const void* kernel = reinterpret_cast<const void*>(kernel_fn);
+  const std::int64_t nvec = op.out / V;
+  const int threads = static_cast<int>(std::min<std::int64_t>(Op::kThreads, std::max<std::int64_t>(32, (nvec + 31) / 32 * 32)));
+  const std::size_t smem = sizeof(Pack<V>) * static_cast<std::size_t>(std::max<std::int64_t>(0, nvec - Op::kRegPacks * threads));
+  // The attributes every launch carries, then the dependent launch, which only the first makes.
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned always = 0;
   {
     RowCache& c = row_cache();
     std::lock_guard<std::mutex> lock(c.mu);
@@ -225,11 +262,12 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
                    "cudaFuncSetAttribute");
       raised = true;
     }
+#if CUDART_VERSION >= 12060  // older toolkits have no per-launch carveout: the driver chooses
+    attrs[always].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+    attrs[always++].val.sharedMemCarveout = row_carveout(c, device, kernel, threads, smem);
+#endif
   }
-  const std::int64_t nvec = op.out / V;
-  const int threads = static_cast<int>(std::min<std::int64_t>(Op::kThreads, std::max<std::int64_t>(32, (nvec + 31) / 32 * 32)));
-  const std::size_t smem = sizeof(Pack<V>) * static_cast<std::size_t>(std::max<std::int64_t>(0, nvec - Op::kRegPacks * threads));
-  cudaLaunchAttribute attr = dependent_launch_attribute();
+  attrs[always] = dependent_launch_attribute();
   const bool dependent = device_info(device).binary_version >= 90;
   for (std::int64_t r0 = 0; r0 < op.batch; r0 += 0x7fffffff) {  // grid.x limit
     cudaLaunchConfig_t cfg{};
@@ -237,8 +275,8 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
     cfg.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = dependent && r0 == 0 ? 1 : 0;  // only the first launch follows the previous kernel
+    cfg.attrs = attrs;
+    cfg.numAttrs = always + (dependent && r0 == 0 ? 1u : 0u);
     check_linear(cudaLaunchKernelEx(&cfg, kernel_fn, op.y + r0 * op.ldy, op.ldy, op.out, f),
                  "row kernel launch");
   }
