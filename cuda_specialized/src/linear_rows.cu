@@ -12,11 +12,8 @@
 // perf/results/h100_session9_2026-11-22.txt).
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <tuple>
 
 #include <cuda_runtime.h>
 #include <math_constants.h>
@@ -73,7 +70,7 @@ struct GeluTanh : GeluShape {
 // 16-byte aligned too. 128 threads with 7 of each thread's 16 packs of an 8192-float row in
 // registers (62-64 registers, no spills; 8 spill in the inference kernel) and 18 KB of shared
 // memory: 8 rows per multiprocessor, so the 1024 rows of the workload are resident at once on 132
-// multiprocessors, in 159 KB of shared memory, which leaves 92 KB of L1 (row_carveout) to the
+// multiprocessors, in 159 KB of shared memory, which leaves 92 KB of L1 (set_carveout) to the
 // 64 KB map that all 8 blocks read. The whole row in shared memory (256 threads, 33 KB: 6 rows)
 // left 232 rows to a second, latency-bound round: H100, ncu in the layer, 23.7-24.2 us against
 // 20.2-20.4 us after the training statistics, 25.8-26.2 against 22.7-23.5 after the inference map
@@ -205,41 +202,6 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
   });
 }
 
-// The row kernels already raised to the device's opt-in shared memory (cudaFuncSetAttribute once
-// per device and kernel), and the shared-memory carveout of each launch shape.
-struct RowCache {
-  std::mutex mu;
-  std::map<std::pair<int, const void*>, bool> raised;
-  std::map<std::tuple<int, const void*, int, std::size_t>, unsigned> carveout;
-};
-
-RowCache& row_cache() {
-  static RowCache c;
-  return c;
-}
-
-// The shared-memory carveout (percent of the multiprocessor's largest) that holds as many blocks as
-// the largest one does, leaving the rest to L1, where the per-feature map that every row block of
-// a multiprocessor reads stays. Without the hint the driver gave the BatchNorm row kernel no more
-// L1 at 159 KB of shared memory than at 171 KB (H100: equal layer times); with it the tf32
-// training layer ran 0.3 % faster (perf/results/h100_session9_2026-11-22.txt). Caller holds the
-// cache's lock.
-[[maybe_unused]] unsigned row_carveout(RowCache& c, int device, const void* kernel, int threads, std::size_t smem) {
-  const auto key = std::make_tuple(device, kernel, threads, smem);
-  const auto it = c.carveout.find(key);
-  if (it != c.carveout.end()) return it->second;
-  int blocks = 0;
-  check_linear(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  cudaFuncAttributes a{};
-  check_linear(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes");
-  const DeviceInfo& d = device_info(device);
-  const double need = static_cast<double>(blocks) * static_cast<double>(smem + a.sharedSizeBytes + d.smem_reserved);
-  const unsigned percent = d.smem_per_sm > 0 ? static_cast<unsigned>(std::min(100.0, std::ceil(100.0 * need / d.smem_per_sm))) : 100u;
-  c.carveout.emplace(key, percent);
-  return percent;
-}
-
 // Dynamic shared memory a row kernel may use: the opt-in limit less the reductions' static slots.
 int row_smem_bytes(int device) {
   return std::max(0, device_info(device).smem_optin - 32 * (8 + 4) - 1024);
@@ -251,34 +213,24 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
   const void* kernel = reinterpret_cast<const void*>(kernel_fn);
   const std::int64_t nvec = op.out / V;
   const int threads = static_cast<int>(std::min<std::int64_t>(Op::kThreads, std::max<std::int64_t>(32, (nvec + 31) / 32 * 32)));
-  const std::size_t smem = sizeof(Pack<V>) * static_cast<std::size_t>(std::max<std::int64_t>(0, nvec - Op::kRegPacks * threads));
-  // The attributes every launch carries, then the dependent launch, which only the first makes.
-  cudaLaunchAttribute attrs[2] = {};
-  unsigned always = 0;
-  {
-    RowCache& c = row_cache();
-    std::lock_guard<std::mutex> lock(c.mu);
-    bool& raised = c.raised[{device, kernel}];
-    if (!raised) {
-      check_linear(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, row_smem_bytes(device)),
-                   "cudaFuncSetAttribute");
-      raised = true;
-    }
-#if CUDART_VERSION >= 12060  // older toolkits have no per-launch carveout: the driver chooses
-    attrs[always].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-    attrs[always++].val.sharedMemCarveout = row_carveout(c, device, kernel, threads, smem);
-#endif
-  }
-  attrs[always] = dependent_launch_attribute();
-  const bool dependent = device_info(device).binary_version >= 90;
+  const std::int64_t smem = static_cast<std::int64_t>(sizeof(Pack<V>)) * std::max<std::int64_t>(0, nvec - Op::kRegPacks * threads);
+  // Raises the kernel's shared-memory limit (once) and asks for the smallest carveout that keeps its
+  // residency, leaving the rest to L1, where the per-feature map that every row block of a
+  // multiprocessor reads stays. Without it the driver gave the BatchNorm row kernel no more L1 at
+  // 159 KB of shared memory than at 171 KB (H100: equal layer times); with it the tf32 training
+  // layer ran 0.3 % faster (perf/results/h100_session9_2026-11-22.txt).
+  const DeviceInfo& di = device_info(device);
+  set_carveout(di, kernel, max_active(di, kernel, threads, smem, 0) / di.sms, smem, false);
+  cudaLaunchAttribute attr = dependent_launch_attribute();
+  const bool dependent = di.binary_version >= 90;
   for (std::int64_t r0 = 0; r0 < op.batch; r0 += 0x7fffffff) {  // grid.x limit
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(std::min<std::int64_t>(op.batch - r0, 0x7fffffff)), 1, 1);
     cfg.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
-    cfg.dynamicSmemBytes = smem;
+    cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
     cfg.stream = stream;
-    cfg.attrs = attrs;
-    cfg.numAttrs = always + (dependent && r0 == 0 ? 1u : 0u);
+    cfg.attrs = &attr;
+    cfg.numAttrs = dependent && r0 == 0 ? 1 : 0;  // only the first launch follows the previous kernel
     check_linear(cudaLaunchKernelEx(&cfg, kernel_fn, op.y + r0 * op.ldy, op.ldy, op.out, f),
                  "row kernel launch");
   }

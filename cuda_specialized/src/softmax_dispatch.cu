@@ -101,6 +101,8 @@ cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int 
   return cfg;
 }
 
+}  // namespace
+
 // Resident blocks (cluster == 0: plain launch) or resident clusters of `cluster` blocks.
 // Cached: after the first call for a launch shape this is one uncontended lock and a map lookup.
 int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t smem,
@@ -164,6 +166,8 @@ void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std
         "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
   fi.carveout = pct;
 }
+
+namespace {
 
 void launch(const void* func, dim3 grid, int threads, std::int64_t smem, int cluster, void* args,
             cudaStream_t stream, const char* what, bool cooperative = false) {

@@ -77,6 +77,15 @@ struct Problem {
 
 const DeviceInfo& device_info(int device);
 
+// Blocks of `func` resident at once on the device at the largest carveout (cluster > 0: resident
+// clusters of that many blocks), cached per launch shape.
+int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t smem, int cluster);
+
+// Sets `func`'s smallest shared-memory carveout that holds blocks_per_sm blocks of `smem` dynamic
+// bytes; the rest of the multiprocessor's memory stays L1.
+void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std::int64_t smem,
+                  bool clustered);
+
 // Stream-ordered device memory from the library's pool on `device` (kept across synchronizations);
 // free with cudaFreeAsync on a stream ordered after the last use.
 void* workspace_alloc(int device, std::size_t bytes, cudaStream_t stream);
