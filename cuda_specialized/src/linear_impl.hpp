@@ -82,6 +82,13 @@ void linear_gemm(const LinearOperands& op, cudaStream_t stream,
 void batchnorm_affine(int device, const LinearOperands& op, const BatchNormOperands& bn, float* ws,
                       cudaStream_t stream);
 
+// Training mode where it applies (sm_90; out = 4096 or 8192; batch a multiple of 8 whose blocks of 8
+// rows are resident at once, at least out / 128 of them; 16-byte aligned y, ldy and ws): the whole layer
+// after the GEMM in one cooperative kernel that reads the logits once, writing the map into ws on the
+// way. Returns false, having launched nothing, where it does not apply.
+bool batchnorm_softmax_cooperative(int device, const LinearOperands& op, const BatchNormOperands& bn, float* ws,
+                                   cudaStream_t stream);
+
 }  // namespace impl
 }  // namespace cuda_specialized
 }  // namespace softfuse

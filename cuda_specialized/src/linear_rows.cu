@@ -314,8 +314,10 @@ void linear_batchnorm_softmax(const LinearOperands& op, const BatchNormOperands&
   const impl::FeatureAffine map{ws, ws + op.out};
   if (bn.training) {
     impl::linear_gemm(logits, stream);
-    impl::batchnorm_affine(device, op, bn, ws, stream);  // statistics of the logits
-    impl::row_softmax<impl::FeatureAffine, true>(device, op, map, stream);
+    if (!impl::batchnorm_softmax_cooperative(device, op, bn, ws, stream)) {
+      impl::batchnorm_affine(device, op, bn, ws, stream);  // statistics of the logits
+      impl::row_softmax<impl::FeatureAffine, true>(device, op, map, stream);
+    }
   } else {
     impl::batchnorm_affine(device, op, bn, ws, stream);  // from the running statistics: before the GEMM
     impl::linear_gemm(logits, stream);

@@ -340,7 +340,12 @@ static void checks(bool small) {
   check_case(make_problem(7, 8, 17, 19, false), "odd_padded", 1, all);
   check_case(make_problem(5, 0, 12, 12, false), "in0", 0, all);
   check_case(make_problem(16, 40, 24, 24, true), "split_per_call", 0, all, false);
+  // the cooperative training kernel (out 4096: 32 blocks of 8 rows joining 128 features each)
+  check_case(make_problem(256, 16, 4096, 4096, true), "coop_4096", 0, {Layer::bn_train});
   if (small) return;
+  // the cooperative training kernel on padded rows (ldy 8200), and with 132 blocks (63 features each)
+  check_case(make_problem(512, 64, 8192, 8200, false), "coop_b512_ldy", 0, {Layer::bn_train});
+  check_case(make_problem(1056, 48, 8192, 8192, true), "coop_b1056", 0, {Layer::bn_train});
   check_case(make_problem(1000, 250, 333, 340, true), "b1000_odd", 3, all);
   check_case(make_problem(64, 256, 512, 512, false, 1e3), "mean1e3", 0, {Layer::bn_train});
   check_case(make_problem(1024, 8192, 8192, 8192, false), "workload", 0, {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer});

@@ -80,6 +80,9 @@ void run_three_steps() {
                   "64x256x512 3 steps");
     run_batchnorm(BatchNormCase<T>(Linear<T>(7, 33, 19, 301), vector_scale, 301), BatchNormMode::training, 3,
                   "7x33x19 3 steps");
+    // on CUDA (sm_90) the cooperative kernel: 32 blocks of 8 rows, 128 features joined per block
+    run_batchnorm(BatchNormCase<T>(Linear<T>(256, 16, 4096, 302), vector_scale, 302), BatchNormMode::training, 3,
+                  "256x16x4096 3 steps");
   }
 }
 TEST_F(TestCategory, linear_batchnorm_softmax_three_steps_float) { run_three_steps<float>(); }
@@ -101,6 +104,12 @@ void run_large_mean() {
     BatchNormCase<T> d(offset, false, 401);
     for (std::size_t j = 0; j < offset.out; ++j) d.running_mean[j] += T(1024), d.running_var[j] *= T(170);
     run_batchnorm(d, mode, 1, "128x2048x40 logit mean 1e3, std 13");
+
+    Linear<T> wide(256, 64, 4096, 402);  // the shape of CUDA's cooperative kernel
+    for (auto& v : wide.w) v = static_cast<T>(v + 1.0);
+    BatchNormCase<T> e(wide, true, 402);
+    for (std::size_t j = 0; j < wide.out; ++j) e.running_mean[j] += T(32), e.running_var[j] *= T(2);
+    run_batchnorm(e, mode, 1, "256x64x4096 logit mean 32");
   }
 }
 TEST_F(TestCategory, linear_batchnorm_softmax_large_mean_float) { run_large_mean<float>(); }
