@@ -22,6 +22,7 @@
 #include <math_constants.h>
 
 #include "linear_impl.hpp"
+#include "softmax_common.cuh"
 #include "softmax_plan.hpp"
 
 namespace softfuse {
@@ -137,7 +138,6 @@ __global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __res
   if (j < out) p.store(j, static_cast<double>(running_mean[j]) - p.bias[j], running_var[j]);
 }
 
-
 // ---- The training layer after the GEMM in one cooperative kernel ----
 //
 // Block b holds rows [8b, 8b + 8) whole on chip (1024 threads; thread t owns the float4 packs
@@ -152,8 +152,8 @@ __global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __res
 //     half's stores drain during the second half's exp2.
 // The two-kernel path reads the logits twice (statistics, then the row kernel); here the
 // statistics need only the partials (2 x out floats per block, within y). H100, tf32 training
-// layer at full clocks, interleaved: 1.092-1.095x the TF32 GEMM against 1.097-1.100x
-// (perf/results/h100_session11_2026-11-22.txt). The float partials over 8 rows carry ~1e-7 of
+// layer at full clocks, interleaved: 1.092-1.096x the TF32 GEMM against 1.097-1.102x
+// (perf/results/h100_session11_2026-11-22.txt, calls 9-10). The float partials over 8 rows carry ~1e-7 of
 // relative error into the double join (the workload's errors against fp64 are the two-kernel
 // path's to three digits). As in PyTorch's CUDA BatchNorm, which accumulates fp32 inputs in fp32,
 // squared deviations beyond ~1e19 overflow (the two-kernel path sums in double).
@@ -168,16 +168,6 @@ struct CoopSmem {
   double join[8][2][64];
   float prm[7][kCoopMaxF];  // gamma, beta, scale, bias, running mean, running variance, z(0, j)
 };
-
-__device__ __forceinline__ void copy_async16(void* dst, const void* src) {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),
-               "l"(src)
-               : "memory");
-#else
-  *static_cast<float4*>(dst) = *static_cast<const float4*>(src);
-#endif
-}
 
 // Joins v[k] (k < 8) over a warp in 9 shuffles: each step halves the values a lane keeps. Lane l ends
 // with row ((l >> 4) & 1) * 4 + ((l >> 3) & 1) * 2 + ((l >> 2) & 1)'s result.
@@ -237,8 +227,8 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
 #pragma unroll
   for (int n = 0; n < kCoopRegPacks; ++n) reg[n] = __ldcs(reinterpret_cast<const float4*>(at(n)));
 #pragma unroll
-  for (int n = kCoopRegPacks; n < kPacks; ++n) copy_async16(&sm.packs[n - kCoopRegPacks][t], at(n));
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  for (int n = kCoopRegPacks; n < kPacks; ++n) cp_async<16>(&sm.packs[n - kCoopRegPacks][t], at(n));
+  cp_async_commit();
   if (t < F) {  // the parameters of the features this block joins, while the rows load
     const std::int64_t j = blockIdx.x * F + t;
     if (j < kOut) {
@@ -252,7 +242,7 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
     }
   }
   const auto pack = [&](int n) -> float4& { return n < kCoopRegPacks ? reg[n] : sm.packs[n - kCoopRegPacks][t]; };
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  cp_async_wait<0>();
   __syncthreads();  // the block's rows are all on chip before rows 4-5 take the partials
   // Partial of stat st (sum d, sum d^2) for features 4 (t + c 1024) .. + 3: the float4 at index
   // ((st P + c) 1024 + t) 4 of rows 4-5, so that each warp's store writes 512 contiguous bytes.
@@ -426,7 +416,6 @@ void batchnorm_affine(int device, const LinearOperands& op, const BatchNormOpera
   }
   check_linear(cudaGetLastError(), "BatchNorm kernel launch");
 }
-
 
 bool batchnorm_softmax_cooperative(int device, const LinearOperands& op, const BatchNormOperands& bn, float* ws,
                                    cudaStream_t stream) {
