@@ -238,11 +238,10 @@ void split(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t col
   const std::int64_t nv = vec ? cols / 4 : cols;
   const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((nv + 255) / 256, 1024)),
                   static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
-  if (vec)
-    split_tf32x3_kernel<4><<<grid, 256, 0, stream>>>(a, lda, rows, cols, parts, ldp, low_first);
-  else
-    split_tf32x3_kernel<1><<<grid, 256, 0, stream>>>(a, lda, rows, cols, parts, ldp, low_first);
-  check_linear(cudaGetLastError(), "split kernel launch");
+  const cudaLaunchConfig_t cfg = plain_launch(grid, 256, stream);
+  check_linear(cudaLaunchKernelEx(&cfg, vec ? split_tf32x3_kernel<4> : split_tf32x3_kernel<1>, a, lda, rows, cols,
+                                  parts, ldp, low_first),
+               "split kernel launch");
 }
 
 }  // namespace
@@ -250,8 +249,9 @@ void split(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t col
 void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf32x3_max_slice) {
   if (op.batch == 0 || op.out == 0) return;
   if (op.in == 0) {
-    broadcast_bias_kernel<<<grid_for(op.batch * op.out), 256, 0, stream>>>(op.bias, op.y, op.ldy, op.batch, op.out);
-    check_linear(cudaGetLastError(), "bias kernel launch");
+    const cudaLaunchConfig_t cfg = plain_launch(dim3(grid_for(op.batch * op.out)), 256, stream);
+    check_linear(cudaLaunchKernelEx(&cfg, broadcast_bias_kernel, op.bias, op.y, op.ldy, op.batch, op.out),
+                 "bias kernel launch");
     return;
   }
   int device = 0;
@@ -313,6 +313,7 @@ StreamBuffer::~StreamBuffer() {
 }
 
 [[noreturn]] void throw_linear_cuda(cudaError_t err, const char* what) {
+  (void)cudaGetLastError();  // the failed call's error is reported here, never again by a later call
   throw std::runtime_error(std::string(kPrefix) + what + ": " + cudaGetErrorName(err) + ": " +
                            cudaGetErrorString(err));
 }

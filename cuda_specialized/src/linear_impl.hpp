@@ -20,6 +20,16 @@ inline void check_linear(cudaError_t err, const char* what) {
   if (err != cudaSuccess) throw_linear_cuda(err, what);
 }
 
+// A launch without attributes. Kernels go through cudaLaunchKernelEx, whose result is the launch's own:
+// checking cudaGetLastError() after a <<<>>> launch would report whatever error an earlier call left.
+inline cudaLaunchConfig_t plain_launch(dim3 grid, unsigned threads, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.stream = stream;
+  return cfg;
+}
+
 // Device memory from the library's pool (workspace_alloc), allocated on a stream and freed on it
 // when the owner goes out of scope (also when an exception leaves the call): the stream orders
 // every use before the free.

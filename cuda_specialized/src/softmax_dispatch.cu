@@ -175,8 +175,8 @@ void launch(const void* func, dim3 grid, int threads, std::int64_t smem, int clu
   cudaLaunchConfig_t cfg =
       launch_config(grid, threads, smem, cluster > 1 ? cluster : 0, cooperative, stream, attr);
   void* argv[1] = {args};
+  // The launch's own status: a cudaGetLastError() here would report an earlier call's error.
   check(cudaLaunchKernelExC(&cfg, func, argv), what);
-  check(cudaGetLastError(), what);
 }
 
 template <class T>
@@ -610,6 +610,7 @@ void softmax_impl(const T* x, std::int64_t ldx, T* y, std::int64_t ldy, std::int
 }  // namespace
 
 [[noreturn]] void throw_cuda(cudaError_t err, const char* what) {
+  (void)cudaGetLastError();  // the failed call's error is reported here, never again by a later call
   throw std::runtime_error(std::string(kPrefix) + what + ": " + cudaGetErrorName(err) + ": " +
                            cudaGetErrorString(err));
 }
