@@ -1,6 +1,6 @@
 // Private: how a softmax call is carried out (regime and launch shape), host side only.
-// Used by the dispatcher and by perf/cuda_specialized/softmax_kernels_bench.cu, which also
-// runs forced plans to check and time the alternatives.
+// Used by the dispatcher, by tests/cuda_specialized/test_softmax_kernels.cu, which also checks
+// forced plans, and by perf/cuda_specialized/softmax_kernels_bench.cu, which times them.
 #ifndef SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_PLAN_HPP
 #define SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_PLAN_HPP
 
