@@ -15,7 +15,7 @@
 # benchmarks condensed by perf/summarize_benchmarks.py, with date, device, command and commit),
 # summary.txt, and from the fused layers' driver and the reference framework fused_kernels.json,
 # fused_full_clocks.json (the tf32 layers at full clocks), torch_fused.json and their chart
-# fused_layers.png (perf/plot_fused.py).
+# fused_layers.png (perf/plot_linear.py).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -90,21 +90,21 @@ if [ "$what" != test ]; then
   stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
     --benchmark_out_format=json --benchmark_min_time=0.2
   grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
-  if [ -x "$build/perf/softfuse_bench_fused" ]; then
-    stage bench_fused "$build/perf/softfuse_bench_fused" --benchmark_out="$OUT/bench_fused.json" \
+  if [ -x "$build/perf/softfuse_bench_linear" ]; then
+    stage bench_fused "$build/perf/softfuse_bench_linear" --benchmark_out="$OUT/bench_fused.json" \
       --benchmark_out_format=json
     grep -E "^[a-z]" "$logs/bench_fused.log" | grep -v "^Run\|^Load" | tee -a "$OUT/summary.txt"
   fi
-  if [ -x "$build/perf/cuda_specialized/fused_kernels_bench" ]; then
-    stage fused_kernels "$build/perf/cuda_specialized/fused_kernels_bench" --bench --json "$OUT/fused_kernels.json"
+  if [ -x "$build/perf/cuda_specialized/linear_kernels_bench" ]; then
+    stage fused_kernels "$build/perf/cuda_specialized/linear_kernels_bench" --bench --json "$OUT/fused_kernels.json"
     grep -E "^bench" "$logs/fused_kernels.log" | grep -v lt_sweep | tee -a "$OUT/summary.txt"
     # the tf32 layers against cuBLAS alone at full clocks: 8 s idle before each of 5 rounds
-    stage fused_full_clocks "$build/perf/cuda_specialized/fused_kernels_bench" --quick --rounds 5 --cool 8 \
+    stage fused_full_clocks "$build/perf/cuda_specialized/linear_kernels_bench" --quick --rounds 5 --cool 8 \
       --json "$OUT/fused_full_clocks.json"
     grep -E "^bench" "$logs/fused_full_clocks.log" | tee -a "$OUT/summary.txt"
-    stage torch_fused python3 perf/torch_baseline/fused_torch.py --json "$OUT/torch_fused.json"
+    stage torch_fused python3 perf/torch_baseline/linear_torch.py --json "$OUT/torch_fused.json"
     grep -E "^torch" "$logs/torch_fused.log" | tee -a "$OUT/summary.txt"
-    stage plot_fused python3 perf/plot_fused.py "$OUT/fused_kernels.json" "$OUT/torch_fused.json" \
+    stage plot_fused python3 perf/plot_linear.py "$OUT/fused_kernels.json" "$OUT/torch_fused.json" \
       -o "$OUT/fused_layers.png"
   fi
   if [ -f perf/torch_baseline/softmax_torch.py ]; then

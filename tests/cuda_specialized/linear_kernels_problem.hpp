@@ -2,7 +2,7 @@
 #define SOFTFUSE_TESTS_LINEAR_KERNELS_PROBLEM_HPP
 
 // The problems of the CUDA fused layers (cuda_specialized/linear.hpp) shared by test_linear_kernels.cu and
-// perf/cuda_specialized/fused_kernels_bench.cu: random operands on the host, their fp64 logits (cuBLAS DGEMM),
+// perf/cuda_specialized/linear_kernels_bench.cu: random operands on the host, their fp64 logits (cuBLAS DGEMM),
 // device copies, and a call of each layer.
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Benchmark of softfuse's CUDA fused layers (cuda_specialized/linear.hpp): Linear -> GELU -> softmax and
 // Linear -> BatchNorm1d -> scale -> softmax in the three GEMM precisions, against cuBLAS alone (the
 // correctness checks: tests/cuda_specialized/test_linear_kernels.cu). Built by CMake as the target
-// fused_kernels_bench.
+// linear_kernels_bench.
 //
 //   --bench           (default) the 1024 x 8192 x 8192 workload: GEMMs alone, tf32x3 slice sweep, the
 //                     layers timed interleaved with the matching cuBLAS GEMM alone
