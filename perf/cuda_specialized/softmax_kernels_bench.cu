@@ -27,6 +27,7 @@
 #include "cuda_check.hpp"
 #include "softfuse/cuda_specialized/softmax.hpp"
 #include "softmax_kernels.hpp"
+#include "softmax_launch.hpp"
 #include "softmax_plan.hpp"
 #include "softmax_row_check.hpp"
 
