@@ -7,11 +7,11 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
-#include <stdexcept>
 
 #include "softfuse_config.hpp"
 #include "softfuse_implementation.hpp"
 #include "softfuse_precision.hpp"
+#include "impl/softfuse_dispatch.hpp"
 #include "impl/softfuse_linear_batchnorm_softmax_portable.hpp"
 #include "impl/softfuse_linear_checks.hpp"
 #include "impl/softfuse_linear_spec.hpp"
@@ -72,27 +72,21 @@ void linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const 
                                            bn.workspace.span_is_contiguous()),
                         function, "bn.workspace must be empty or hold 3 * out = 3 * weight.extent(0) contiguous elements",
                         "bn.workspace", bn.workspace, "weight", weight);
-  bool specialized = false;
-  using Specialization = Impl::LinearSpecialization<ExecSpace>;
-  if constexpr (Specialization::exists) {
-    specialized = implementation != Implementation::portable &&
-                  Specialization::applies_batchnorm(space, x, weight, bias, bn, scale, y);
-    if (specialized)
-      Specialization::batchnorm(space, x, weight, bias, bn, training, scale, y, precision, split, ld_split);
-  }
-  if (specialized) return;
-  if (implementation == Implementation::specialized)
-    throw std::invalid_argument(
-        "softfuse::linear_batchnorm_softmax: Implementation::specialized requested, but no backend specialization "
-        "applies to this execution space and these Views");
-
-  using RView = Impl::exec_view_t<ExecSpace, VectorView, false>;
-  Impl::linear_batchnorm_softmax_portable(
-      space, Impl::exec_view_t<ExecSpace, XView>(x), Impl::exec_view_t<ExecSpace, WView>(weight),
-      Impl::exec_view_t<ExecSpace, BView>(bias), Impl::exec_view_t<ExecSpace, VectorView>(bn.gamma),
-      Impl::exec_view_t<ExecSpace, VectorView>(bn.beta), RView(bn.running_mean), RView(bn.running_var), bn.eps,
-      bn.momentum, training, Impl::exec_view_t<ExecSpace, SView>(scale), Impl::exec_view_t<ExecSpace, YView, false>(y),
-      has_workspace ? bn.workspace.data() : nullptr);
+  Impl::dispatch<Impl::LinearSpecialization<ExecSpace>>(
+      function, implementation,
+      [&](auto s) { return decltype(s)::applies_batchnorm(space, x, weight, bias, bn, scale, y); },
+      [&](auto s) {
+        decltype(s)::batchnorm(space, x, weight, bias, bn, training, scale, y, precision, split, ld_split);
+      },
+      [&] {
+        using RView = Impl::exec_view_t<ExecSpace, VectorView, false>;
+        Impl::linear_batchnorm_softmax_portable(
+            space, Impl::exec_view_t<ExecSpace, XView>(x), Impl::exec_view_t<ExecSpace, WView>(weight),
+            Impl::exec_view_t<ExecSpace, BView>(bias), Impl::exec_view_t<ExecSpace, VectorView>(bn.gamma),
+            Impl::exec_view_t<ExecSpace, VectorView>(bn.beta), RView(bn.running_mean), RView(bn.running_var),
+            bn.eps, bn.momentum, training, Impl::exec_view_t<ExecSpace, SView>(scale),
+            Impl::exec_view_t<ExecSpace, YView, false>(y), has_workspace ? bn.workspace.data() : nullptr);
+      });
 }
 
 }  // namespace Impl

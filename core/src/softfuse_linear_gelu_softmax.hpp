@@ -7,11 +7,11 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
-#include <stdexcept>
 
 #include "softfuse_config.hpp"
 #include "softfuse_implementation.hpp"
 #include "softfuse_precision.hpp"
+#include "impl/softfuse_dispatch.hpp"
 #include "impl/softfuse_linear_checks.hpp"
 #include "impl/softfuse_linear_gelu_softmax_portable.hpp"
 #include "impl/softfuse_linear_spec.hpp"
@@ -37,25 +37,19 @@ void linear_gelu_softmax_run(const ExecSpace& space, const XView& x, const WView
   SOFTFUSE_IMPL_CHECK_LINEAR_VIEWS("softfuse::linear_gelu_softmax", ExecSpace, XView, WView, BView, YView);
   require_linear_extents(function, x, weight, bias, y);
 
-  bool specialized = false;
-  using Specialization = LinearSpecialization<ExecSpace>;
-  if constexpr (Specialization::exists) {
-    specialized = implementation != Implementation::portable && Specialization::applies_gelu(space, x, weight, bias, y);
-    if (specialized) Specialization::gelu(space, x, weight, bias, y, gelu == Gelu::exact, precision, split, ld_split);
-  }
-  if (specialized) return;
-  if (implementation == Implementation::specialized)
-    throw std::invalid_argument(
-        "softfuse::linear_gelu_softmax: Implementation::specialized requested, but no backend specialization applies "
-        "to this execution space and these Views");
-  const exec_view_t<ExecSpace, XView> xn = x;
-  const exec_view_t<ExecSpace, WView> wn = weight;
-  const exec_view_t<ExecSpace, BView> bn = bias;
-  const exec_view_t<ExecSpace, YView, false> yn = y;
-  if (gelu == Gelu::exact)
-    linear_gelu_softmax_portable<true>(space, xn, wn, bn, yn);
-  else
-    linear_gelu_softmax_portable<false>(space, xn, wn, bn, yn);
+  dispatch<LinearSpecialization<ExecSpace>>(
+      function, implementation, [&](auto s) { return decltype(s)::applies_gelu(space, x, weight, bias, y); },
+      [&](auto s) { decltype(s)::gelu(space, x, weight, bias, y, gelu == Gelu::exact, precision, split, ld_split); },
+      [&] {
+        const exec_view_t<ExecSpace, XView> xn = x;
+        const exec_view_t<ExecSpace, WView> wn = weight;
+        const exec_view_t<ExecSpace, BView> bn = bias;
+        const exec_view_t<ExecSpace, YView, false> yn = y;
+        if (gelu == Gelu::exact)
+          linear_gelu_softmax_portable<true>(space, xn, wn, bn, yn);
+        else
+          linear_gelu_softmax_portable<false>(space, xn, wn, bn, yn);
+      });
 }
 
 }  // namespace Impl

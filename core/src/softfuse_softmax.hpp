@@ -6,10 +6,9 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <stdexcept>
-
 #include "softfuse_config.hpp"
 #include "softfuse_implementation.hpp"
+#include "impl/softfuse_dispatch.hpp"
 #include "impl/softfuse_row_softmax.hpp"
 #include "impl/softfuse_softmax_spec.hpp"
 #include "impl/softfuse_view_checks.hpp"
@@ -41,16 +40,9 @@ void softmax(const ExecSpace& space, const XView& x, const YView& y,
   const XN xn = x;
   const YN yn = y;
 
-  bool specialized = false;
-  if constexpr (Specialization::exists) {
-    specialized = implementation != Implementation::portable && Specialization::applies(space, xn, yn);
-    if (specialized) Specialization::run(space, xn, yn);
-  }
-  if (!specialized && implementation == Implementation::specialized)
-    throw std::invalid_argument(
-        "softfuse::softmax: Implementation::specialized requested, but no backend specialization applies to "
-        "this execution space and these Views");
-  if (!specialized) Impl::softmax_portable(space, xn, yn);
+  Impl::dispatch<Specialization>(
+      "softfuse::softmax", implementation, [&](auto s) { return decltype(s)::applies(space, xn, yn); },
+      [&](auto s) { decltype(s)::run(space, xn, yn); }, [&] { Impl::softmax_portable(space, xn, yn); });
 }
 
 /// As above, on a default-constructed instance of y's execution space.

@@ -22,8 +22,8 @@
 #include <math_constants.h>
 
 #include "linear_impl.hpp"
+#include "runtime.hpp"
 #include "softmax_common.cuh"
-#include "softmax_plan.hpp"
 
 namespace softfuse {
 namespace cuda_specialized {

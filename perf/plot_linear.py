@@ -3,7 +3,7 @@
 layers against cuBLAS's GEMM alone in the matching precision, torch eager and torch.compile, from the
 committed results of one device session:
 
-    python3 perf/plot_fused.py perf/results/h100_fused_kernels_<date>.json \
+    python3 perf/plot_linear.py perf/results/h100_fused_kernels_<date>.json \
         perf/results/h100_torch_fused_<date>.json -o perf/results/h100_fused_layers.png
 
 softfuse tf32x3 (split operands, fp32 accuracy) is drawn in the fp32 group: its peers are the fp32

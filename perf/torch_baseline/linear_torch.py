@@ -6,7 +6,7 @@ torch.compile, with fp32 matmuls and with TF32 allowed, plus the matmul alone.
 CUDA events around every call (5 warm-ups, median of --iters); x uniform in [0, 1), the layers
 with the framework's default initialization. Writes JSON to --json.
 
-    python3 perf/torch_baseline/fused_torch.py --json torch_fused.json [--no-compile]
+    python3 perf/torch_baseline/linear_torch.py --json torch_fused.json [--no-compile]
 """
 import argparse
 import datetime

@@ -3,7 +3,7 @@
 // linear_gelu_softmax (exact GELU), and KokkosBlas::gemm alone on the same shapes and buffers in the same run,
 // with the ratio of the two (of_gemm: 1.0 = at GEMM speed).
 //
-//   softfuse_bench_fused [--shapes=1024x8192x8192,256x2048x2048] [google-benchmark flags]
+//   softfuse_bench_linear [--shapes=1024x8192x8192,256x2048x2048] [google-benchmark flags]
 //
 // Shapes are batch x in x out. Each benchmark reports the median over its iterations (each fenced).
 
