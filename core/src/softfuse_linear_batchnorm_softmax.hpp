@@ -46,7 +46,7 @@ namespace Impl {
 
 // split, ld_split: a Tf32x3Weight's split (or nullptr) for Precision::tf32x3.
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
-void linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
+Implementation linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
                                   const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
                                   Implementation implementation, Precision precision, const float* split,
                                   std::int64_t ld_split) {
@@ -72,7 +72,7 @@ void linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const 
                                            bn.workspace.span_is_contiguous()),
                         function, "bn.workspace must be empty or hold 3 * out = 3 * weight.extent(0) contiguous elements",
                         "bn.workspace", bn.workspace, "weight", weight);
-  Impl::dispatch<Impl::LinearSpecialization<ExecSpace>>(
+  return Impl::dispatch<Impl::LinearSpecialization<ExecSpace>>(
       function, implementation,
       [&](auto s) { return decltype(s)::applies_batchnorm(space, x, weight, bias, bn, scale, y); },
       [&](auto s) {
@@ -109,33 +109,34 @@ void linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const 
 /// Throws std::invalid_argument when extents do not fit together, for training mode with fewer than two rows
 /// (no batch variance), and for Implementation::specialized where no specialization applies;
 /// std::runtime_error from the CUDA specialization when CUDA or cuBLASLt fails.
+/// Returns the implementation that ran: Implementation::specialized or Implementation::portable.
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
-void linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
+Implementation linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
                               const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
                               Implementation implementation = Implementation::automatic,
                               Precision precision = Precision::fp32) {
-  Impl::linear_batchnorm_softmax_run(space, x, weight, bias, bn, scale, y, implementation, precision, nullptr, 0);
+  return Impl::linear_batchnorm_softmax_run(space, x, weight, bias, bn, scale, y, implementation, precision, nullptr, 0);
 }
 
 /// As above in Precision::tf32x3, with the weight's split made once (see Tf32x3Weight).
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
-void linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const Tf32x3Weight<WView>& weight,
+Implementation linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const Tf32x3Weight<WView>& weight,
                               const BView& bias, const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
                               Implementation implementation = Implementation::automatic) {
   const auto& split = weight.split();
-  Impl::linear_batchnorm_softmax_run(space, x, weight.weight(), bias, bn, scale, y, implementation, Precision::tf32x3,
+  return Impl::linear_batchnorm_softmax_run(space, x, weight.weight(), bias, bn, scale, y, implementation, Precision::tf32x3,
                                      split.extent(0) ? split.data() : nullptr,
                                      static_cast<std::int64_t>(split.extent(1)));
 }
 
 /// As above, on a default-constructed instance of y's execution space.
 template <class XView, class WView, class BView, class VectorView, class SView, class YView>
-void linear_batchnorm_softmax(const XView& x, const WView& weight, const BView& bias, const BatchNorm<VectorView>& bn,
+Implementation linear_batchnorm_softmax(const XView& x, const WView& weight, const BView& bias, const BatchNorm<VectorView>& bn,
                               const SView& scale, const YView& y,
                               Implementation implementation = Implementation::automatic,
                               Precision precision = Precision::fp32) {
   static_assert(Kokkos::is_view<YView>::value, "softfuse::linear_batchnorm_softmax: y must be a Kokkos::View");
-  linear_batchnorm_softmax(typename YView::execution_space{}, x, weight, bias, bn, scale, y, implementation,
+  return linear_batchnorm_softmax(typename YView::execution_space{}, x, weight, bias, bn, scale, y, implementation,
                            precision);
 }
 

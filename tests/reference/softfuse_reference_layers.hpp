@@ -45,6 +45,11 @@ inline double reference_gelu(double z, bool exact) {
   return 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (z + 0.044715 * z * z * z)));
 }
 
+/// The error model of a GEMM on tensor cores: its bounds are the fp32 ones times the mode's unit roundoff over
+/// fp32's. tf32 rounds the inputs to 2^-11 (2^13 times fp32's 2^-24); tf32x3 drops the low x low product and
+/// rounds the low parts, about 2^-21 (8 times).
+constexpr double tf32_error_factor = 8192.0, tf32x3_error_factor = 8.0;
+
 /// Error bound of one logit (see the model above).
 inline double logit_error(double eps, std::size_t in, double peak, double z, double b) {
   return 2 * eps * (std::sqrt(static_cast<double>(in)) * peak + std::abs(z) + std::abs(b));
