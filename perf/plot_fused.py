@@ -3,8 +3,8 @@
 layers against cuBLAS's GEMM alone in the matching precision, torch eager and torch.compile, from the
 committed results of one device session:
 
-    python3 perf/plot_fused.py perf/results/h100_fused_kernels_<date>.json \
-        perf/results/h100_torch_fused_<date>.json -o perf/results/h100_fused_layers.png
+    python3 perf/plot_fused.py perf/results/h100/fused.json perf/results/h100/torch_fused.json \
+        -o perf/results/h100/fused_layers.png
 
 softfuse tf32x3 (split operands, fp32 accuracy) is drawn in the fp32 group: its peers are the fp32
 GEMM and the reference framework in fp32. Medians of CUDA-event timings.
