@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Time per fused layer and GEMM precision on the H100 (batch 1024, in 8192, out 8192), softfuse's CUDA
 layers against cuBLAS's GEMM alone in the matching precision, torch eager and torch.compile, from the
-committed results of one device session:
+committed results of one benchmark run:
 
-    python3 perf/plot_linear.py perf/results/h100_fused_kernels_<date>.json \
-        perf/results/h100_torch_fused_<date>.json -o perf/results/h100_fused_layers.png
+    python3 perf/plot_linear.py perf/results/h100/fused.json perf/results/h100/torch_fused.json \
+        -o perf/results/h100/fused_layers.png
 
 softfuse tf32x3 (split operands, fp32 accuracy) is drawn in the fp32 group: its peers are the fp32
 GEMM and the reference framework in fp32. Medians of CUDA-event timings.
