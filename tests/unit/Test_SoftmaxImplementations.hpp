@@ -74,12 +74,12 @@ namespace TestImplementationReported {
 // Implementation::automatic, the portable one when asked for or when the Views are not the specialization's.
 TEST_F(TestCategory, implementation_that_ran_is_reported) {
   using softfuse::Implementation;
-  using M = Kokkos::View<float**, Kokkos::LayoutRight, Test::memory_space>;
-  using V = Kokkos::View<float*, Test::memory_space>;
-  const Implementation fast = Test::has_specialization() ? Implementation::specialized : Implementation::portable;
+  using M = Kokkos::View<float**, Kokkos::LayoutRight, ::Test::memory_space>;
+  using V = Kokkos::View<float*, ::Test::memory_space>;
+  const Implementation fast = ::Test::has_specialization() ? Implementation::specialized : Implementation::portable;
   const TestExecSpace space;
   const M x("x", 8, 16), y("y", 8, 16), w("w", 16, 16);
-  const Kokkos::View<float**, Kokkos::LayoutStride, Test::memory_space> strided(
+  const Kokkos::View<float**, Kokkos::LayoutStride, ::Test::memory_space> strided(
       y.data(), Kokkos::LayoutStride(4, 32, 8, 2));  // a column stride of 2: never specialized
   const V b("b", 16), scale("scale", 1);
   Kokkos::deep_copy(x, 0.5f);
