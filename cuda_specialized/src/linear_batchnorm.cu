@@ -33,7 +33,7 @@ namespace {
 
 // 32 features (a 128-byte row segment) per block and 512 threads: 256 blocks for 8192 features.
 // H100, logits 1024 x 8192 (ncu, isolated): 16.4-17.9 us. Measured slower or no faster, isolated
-// (perf/results/h100_fused_stats_variants_2026-11-22.txt, h100_fused_session4_2026-11-22.txt):
+// (logs added by commits f4edb47 and 8d09dcd; docs/fused_layers.md):
 // 128 features per block (512-byte segments, 64 blocks) 17.4-22.3 us, and as clusters of 4 blocks
 // over the rows (256 blocks, partial sums joined through DSMEM) 25.9-26.1 us; per-block staggered
 // start rows 18.4-20.1 us; 8 or 16 rows per thread summed in float before the double 16.3-18.1 us.
@@ -159,7 +159,7 @@ __global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __res
 // The two-kernel path reads the logits twice (statistics, then the row kernel); here the
 // statistics need only the partials (2 x out floats per block, within y). H100, tf32 training
 // layer at full clocks, interleaved: 1.092-1.096x the TF32 GEMM against 1.097-1.102x
-// (perf/results/h100_session11_2026-11-22.txt, calls 9-10). The float partials over 8 rows carry ~1e-7 of
+// (docs/fused_layers.md). The float partials over 8 rows carry ~1e-7 of
 // relative error into the double join (the workload's errors against fp64 are the two-kernel
 // path's to three digits). As in PyTorch's CUDA BatchNorm, which accumulates fp32 inputs in fp32,
 // squared deviations beyond ~1e19 overflow (the two-kernel path sums in double).

@@ -55,7 +55,7 @@ void split(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t col
            bool low_first, cudaStream_t stream);
 
 // y = x · weightᵀ + bias in op.precision (op.y receives the logits; op.bias may be null: no bias).
-// tf32x3_max_slice: see kTf32x3MaxSlice (tf32x3 only; the benchmark driver sweeps it).
+// tf32x3_max_slice: see kTf32x3MaxSlice (tf32x3 only; linear_kernels_bench sweeps it).
 void linear_gemm(const LinearOperands& op, cudaStream_t stream,
                  std::int64_t tf32x3_max_slice = kTf32x3MaxSlice);
 

@@ -9,7 +9,7 @@
 // exp2f: fewer instructions per element than expf, which multiplies by log2(e) itself. In the map the
 // fold replaces the rounding of u by one of u * log2(e); in GELU it adds a rounding of z * log2(e) / 2.
 // The workload's errors against fp64 were the same to three digits in every mode (H100,
-// perf/results/h100_session9_2026-11-22.txt).
+// log added by commit 9c9cb34).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -73,9 +73,9 @@ struct GeluTanh : GeluShape {
 // 64 KB map that all 8 blocks read. The whole row in shared memory (256 threads, 33 KB: 6 rows)
 // left 232 rows to a second, latency-bound round: H100, ncu in the layer, 23.7-24.2 us against
 // 20.2-20.4 us after the training statistics, 25.8-26.2 against 22.7-23.5 after the inference map
-// (perf/results/h100_fused_session4_2026-11-22.txt). 7 packs rather than 6 (20 KB, 171 KB for 8
+// (log added by commit 8d09dcd). 7 packs rather than 6 (20 KB, 171 KB for 8
 // blocks: a 196 KB carveout and 60 KB of L1): tf32 training layer 1.094-1.097x the GEMM against
-// 1.096-1.099x (perf/results/h100_session9_2026-11-22.txt).
+// 1.096-1.099x (log added by commit 9c9cb34).
 struct FeatureAffine {
   static constexpr int kThreads = 128, kRegPacks = 7, kMinBlocks = 8;
   const float* __restrict__ mul;
@@ -95,7 +95,7 @@ struct FeatureAffine {
 // A pack of the row, which the kernel reads once: a streaming load (evict first), which leaves the
 // caches to the per-feature map (H100, tf32 layers at full clocks, interleaved with cuBLAS alone:
 // BatchNorm inference 1.085-1.090x the GEMM against 1.091-1.093x with plain loads, training and
-// GELU within noise; L2-only loads changed nothing; perf/results/h100_session8_2026-11-22.txt).
+// GELU within noise; L2-only loads changed nothing; log added by commit 4d89287).
 template <int V>
 __device__ __forceinline__ Pack<V> load_once(const Pack<V>* p) {
   Pack<V> q;
@@ -212,7 +212,7 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
   // residency, leaving the rest to L1, where the per-feature map that every row block of a
   // multiprocessor reads stays. Without it the driver gave the BatchNorm row kernel no more L1 at
   // 159 KB of shared memory than at 171 KB (H100: equal layer times); with it the tf32 training
-  // layer ran 0.3 % faster (perf/results/h100_session9_2026-11-22.txt).
+  // layer ran 0.3 % faster (log added by commit 9c9cb34).
   const DeviceInfo& di = device_info(device);
   set_carveout(di, kernel, max_active(di, kernel, threads, smem, 0) / di.sms, smem, false);
   cudaLaunchAttribute attr = dependent_launch_attribute();

@@ -1,5 +1,5 @@
 // Private: kernel argument blocks and the lookup of compiled kernel instantiations.
-// Host-visible (no device code); shared by the kernel sources and the dispatcher.
+// Host-visible (no device code); shared by the kernel sources, the plan and the launches.
 #ifndef SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_KERNELS_HPP
 #define SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_KERNELS_HPP
 

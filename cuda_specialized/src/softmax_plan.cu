@@ -92,7 +92,7 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
     cand.row_threads = row_threads;
     cand.lookahead = -1;
     // One block (warp-row: one block of four rows) per row group, replaced by the hardware as
-    // blocks finish; clusters stay persistent. Measured on the H100 (NOTES.md): 91 -> 99% of
+    // blocks finish; clusters stay persistent. Measured on the H100 (docs/softmax_regimes.md): 91 -> 99% of
     // copy for 32-64 KB rows (a block per row) and 91-93 -> 99% for 8-16 KB rows (a warp per
     // row), while non-persistent clusters of 16 fell from 91% to 76%.
     cand.persistent = cluster > 1;

@@ -74,7 +74,7 @@ template <class T>
 std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector);
 
 // Regime thresholds (row bytes unless said otherwise), chosen from H100 measurements
-// (perf/results/h100_cuda_softmax_kernels_2026-11-22.json, perf/cuda_specialized/NOTES.md):
+// (perf/results/h100/cuda_softmax_kernels.json, docs/softmax_regimes.md):
 //   <= kWarpMaxRowBytes       a warp (or a part of one) per row, row in registers
 //   <= kWarpRowMaxBytes       a warp per row, row in shared memory, four rows per block
 //   <= kRowNarrowBlockBytes   a block of 128 threads per row
@@ -113,7 +113,7 @@ constexpr std::int64_t kSplitChunkBytes = 64 * 1024;
 // hold) where that keeps at least kStreamAlignedMinShare % of them; otherwise on all resident
 // blocks, and rows of more than kStreamShortRowChunks chunks then in chunks of
 // kStreamLongChunkBytes in 5 buffers, 3 steps ahead (a row may span two steps of the grid).
-// H100, same-call % of copy (perf/results/h100_softmax_stream_session5_2026-11-22.txt, call 19):
+// H100, % of the same-run copy (log added by commit a1c2fee; docs/chunk_stream.md):
 // whole rows per step 96.2-98.0 % for 1.5-3 MB rows against 91.0-95.0 % on all 132 blocks; 4 MB
 // rows (86 chunks: 86 blocks) stay on the 5 x 40 KB plan at ~90 %.
 constexpr std::int64_t kStreamShortChunkBytes = 48 * 1024;

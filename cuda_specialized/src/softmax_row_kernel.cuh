@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
   static_assert(GT == NT || (GT == 32 && J == RowJoin::block), "rows per block: one, or one per warp");
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 900)
   if constexpr (CLUSTERED) {
-    __trap();  // never launched: the dispatcher uses clusters only with sm_90 code
+    __trap();  // never launched: plans use clusters only with sm_90 code
     return;
   }
 #endif

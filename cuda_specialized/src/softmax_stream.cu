@@ -9,8 +9,9 @@
 // No grid-wide step: blocks meet only through the partials of the rows they share, and each
 // block keeps its next loads in flight while it waits, so the memory keeps streaming through the
 // joins. A block waits at step k only for partials published at steps <= k - 1 when a row spans
-// at most R - 1 steps of the grid plus one chunk (nchunks <= (R - 1) G + 1, checked by the
-// dispatcher); all blocks are resident (cooperative launch), so the waits cannot deadlock.
+// at most R - 1 steps of the grid plus one chunk (nchunks <= (R - 1) G + 1, checked by
+// stream_shape in softmax_shape.hpp); all blocks are resident (cooperative launch), so the waits
+// cannot deadlock.
 #include "softmax_common.cuh"
 
 namespace softfuse {
@@ -188,7 +189,7 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
   cp_async_wait<0>();
 }
 
-// The (buffers, lead) pairs compiled: the two the dispatcher picks (4/2, 5/3) and 6/4, the
+// The (buffers, lead) pairs compiled: the two the plan picks (4/2, 5/3) and 6/4, the
 // benchmark's alternative for long rows.
 template <class T, int V>
 const void* stream_kernel_v(int threads, int buffers, int lead) {
