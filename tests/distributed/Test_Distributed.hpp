@@ -1,6 +1,7 @@
 // softfuse::distributed against the single-process operations on the gathered data and against the fp64
-// references of tests/reference, written once for every backend: include after a backends/Test_<Backend>.hpp;
-// run under mpirun with any number of ranks (ctest runs 1 to 4).
+// references of tests/reference, written once for every backend and communicator: include after a
+// backends/Test_<Backend>.hpp and a Test_Distributed_<Mpi|Nccl>.hpp (test_communicator()); run under mpirun
+// with any number of ranks (ctest runs 1 to 4 on the host backends).
 //
 // Tolerances. Against the single-process operation on the whole data: relative 1e-5 for float, 1e-10 for
 // double, where the value is at least 1e-30 (absolutely below): both run the same local kernels; only the order
@@ -23,7 +24,6 @@
 namespace TestDistributed {
 
 using namespace TestLinearLayers;
-using softfuse::distributed::MpiCommunicator;
 
 inline int world_rank() {
   int r = 0;
@@ -160,7 +160,7 @@ void run_softmax(std::size_t rows, std::size_t base, std::size_t step, bool in_p
 
   const auto x_mine = device_matrix(columns(x, rows, s.total, s.first(), s.mine()), rows, s.mine(), "x shard");
   const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> y_mine("y shard", rows, s.mine());
-  softfuse::distributed::softmax(space, MpiCommunicator(MPI_COMM_WORLD), x_mine, in_place ? x_mine : y_mine);
+  softfuse::distributed::softmax(space, test_communicator(), x_mine, in_place ? x_mine : y_mine);
   space.fence();
   const std::vector<T> got = host_values(in_place ? x_mine : y_mine);
 
@@ -215,7 +215,7 @@ void run_gelu(std::size_t batch, std::size_t in, std::size_t base, std::size_t s
   const std::vector<T> w_mine(w.begin() + s.first() * in, w.begin() + (s.first() + s.mine()) * in);
   const std::vector<T> b_mine(b.begin() + s.first(), b.begin() + s.first() + s.mine());
   const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> y_mine("y shard", batch, s.mine());
-  softfuse::distributed::linear_gelu_softmax(space, MpiCommunicator(MPI_COMM_WORLD), xv,
+  softfuse::distributed::linear_gelu_softmax(space, test_communicator(), xv,
                                              device_matrix(w_mine, s.mine(), in, "w shard"),
                                              device_vector(b_mine, "b shard"), y_mine, gelu);
   space.fence();
@@ -281,7 +281,7 @@ void run_batchnorm(std::size_t base, std::size_t step, std::size_t in, std::size
     softfuse::linear_batchnorm_softmax(space, device_matrix(x, batch, in, "x"), wv, bv, single, sv, y_all);
     const std::vector<T> x_mine(x.begin() + s.first() * in, x.begin() + (s.first() + s.mine()) * in);
     const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> y_mine("y shard", s.mine(), out);
-    softfuse::distributed::linear_batchnorm_softmax(space, MpiCommunicator(MPI_COMM_WORLD),
+    softfuse::distributed::linear_batchnorm_softmax(space, test_communicator(),
                                                     device_matrix(x_mine, s.mine(), in, "x shard"), wv, bv, mine, sv,
                                                     y_mine);
     space.fence();
@@ -348,7 +348,7 @@ std::string thrown(const F& f) {
 TEST_F(TestCategory, distributed_bad_arguments) {
   using V = Kokkos::View<float**, Kokkos::LayoutRight, memory_space>;
   using Vector = Kokkos::View<float*, memory_space>;
-  const MpiCommunicator comm(MPI_COMM_WORLD);
+  const auto& comm = test_communicator();
   const int rank = world_rank(), size = world_size();
   TestExecSpace space;
 
