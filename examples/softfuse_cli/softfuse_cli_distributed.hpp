@@ -259,7 +259,7 @@ struct DistributedRunner {
           d_stats = std::max(d_stats, std::abs(h_rv(j) - hbn.running_var(j)) / std::max(1e-30, double(std::abs(hbn.running_var(j)))));
         }
       }
-      ok = cross("single_process_max_rel_difference", "y vs softfuse::linear_batchnorm_softmax of the gathered batch (host)", d, 1e-4);
+      ok = cross("single_process_max_rel_difference", "y vs softfuse::linear_batchnorm_softmax of the gathered batch (host)", d, 2e-4);
       ok = cross("running_stats_max_rel_difference", "running statistics vs the same", d_stats, 1e-5) && ok;
     }
     report_times(step_times(run), 2.0 * batch * in * out, "GFLOP/s");

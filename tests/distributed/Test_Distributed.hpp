@@ -5,7 +5,8 @@
 //
 // Tolerances. Against the single-process operation on the whole data: relative 1e-5 for float, 1e-10 for
 // double, where the value is at least 1e-30 (absolutely below): both run the same local kernels; only the order
-// in which the row sums (in double) and the batch statistics (in double) are combined differs. Against fp64:
+// in which the row sums (in double) and the batch statistics (in double) are combined differs (the layers are
+// compared with their portable implementation: the CUDA specializations use other GEMMs). Against fp64:
 // softmax relative 1e-5 / 1e-10; the layers within the error model of softfuse_reference_layers.hpp.
 // Bit-identity across ranks: each rank's shard holds the same "probe" columns (softmax: equal values; GELU:
 // equal weight rows), whose outputs depend only on the reduced row statistics, so they must be the same bits on
@@ -208,7 +209,8 @@ void run_gelu(std::size_t batch, std::size_t in, std::size_t base, std::size_t s
   const auto xv = device_matrix(x, batch, in, "x");
 
   const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> y_all("y", batch, out);
-  softfuse::linear_gelu_softmax(space, xv, device_matrix(w, out, in, "w"), device_vector(b, "b"), y_all, gelu);
+  softfuse::linear_gelu_softmax(space, xv, device_matrix(w, out, in, "w"), device_vector(b, "b"), y_all, gelu,
+                                softfuse::Implementation::portable);
   space.fence();
   const std::vector<T> single = columns(host_values(y_all), batch, out, s.first(), s.mine());
 
@@ -278,7 +280,8 @@ void run_batchnorm(std::size_t base, std::size_t step, std::size_t in, std::size
     const std::string at = what + " step " + std::to_string(k);
     const std::vector<T> x = random_values<T>(batch * in, -1, 1, seed + 10 * k);
     const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> y_all("y", batch, out);
-    softfuse::linear_batchnorm_softmax(space, device_matrix(x, batch, in, "x"), wv, bv, single, sv, y_all);
+    softfuse::linear_batchnorm_softmax(space, device_matrix(x, batch, in, "x"), wv, bv, single, sv, y_all,
+                                       softfuse::Implementation::portable);
     const std::vector<T> x_mine(x.begin() + s.first() * in, x.begin() + (s.first() + s.mine()) * in);
     const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> y_mine("y shard", s.mine(), out);
     softfuse::distributed::linear_batchnorm_softmax(space, test_communicator(),
