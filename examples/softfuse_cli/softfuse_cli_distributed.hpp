@@ -306,20 +306,6 @@ bool run_distributed_on(const Options& opt, const Comm& comm, const char* engine
   return ok;
 }
 
-#ifdef SOFTFUSE_HAVE_NCCL
-ncclComm_t nccl_world() {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  ncclUniqueId id;
-  if (rank == 0) ncclGetUniqueId(&id);
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  ncclComm_t c;
-  if (ncclCommInitRank(&c, size, id, rank) != ncclSuccess) throw std::runtime_error("ncclCommInitRank failed");
-  return c;
-}
-#endif
-
 /// main() of --distributed: MPI, then Kokkos (on GPUs, each rank picks its device by local rank with
 /// --kokkos-num-devices=N), the workloads, PASS / FAIL from every rank.
 int run_distributed(const Options& opt, int argc, char* argv[]) {
@@ -334,7 +320,7 @@ int run_distributed(const Options& opt, int argc, char* argv[]) {
     bool ok = false;
     if (opt.nccl) {
 #if defined(SOFTFUSE_HAVE_NCCL) && defined(KOKKOS_ENABLE_CUDA)
-      const ncclComm_t nccl = nccl_world();
+      const ncclComm_t nccl = softfuse::distributed::nccl_comm_from_mpi(MPI_COMM_WORLD);
       ok = run_distributed_on<Kokkos::Cuda>(opt, softfuse::distributed::NcclCommunicator(nccl), "nccl", command);
       ncclCommDestroy(nccl);
 #else
