@@ -26,32 +26,32 @@ struct RowStatsScalar<RowStats<T>> {
   using type = T;
 };
 
-template <class XView, class StatsView, class Op>
+template <class ExecSpace, class XView, class StatsView, class Op>
 struct DistributedRowStatsFunctor {
   using T = typename RowStatsScalar<typename StatsView::non_const_value_type>::type;
+  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   XView x;
   StatsView stats;
   Op op;
   std::int64_t first_row;
 
-  template <class Member>
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t i = first_row + team.league_rank();
     const RowStats<T> s = TeamSoftmax::row_stats<T>(team, Kokkos::subview(x, i, Kokkos::ALL), NoCache(), op);
     Kokkos::single(Kokkos::PerTeam(team), [&]() { stats(i) = s; });
   }
 };
 
-template <class XView, class YView, class StatsView, class Op>
+template <class ExecSpace, class XView, class YView, class StatsView, class Op>
 struct DistributedRowWriteFunctor {
+  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   XView x;
   YView y;
   StatsView stats;
   Op op;
   std::int64_t first_row;
 
-  template <class Member>
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t i = first_row + team.league_rank();
     const auto s = stats(i);
     TeamSoftmax::write_row(team, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL), NoCache(),
@@ -92,7 +92,7 @@ void local_row_stats(const ExecSpace& space, const XView& x, const StatsView& st
                          RowStatsIdentityFill<StatsView>{stats});
     return;
   }
-  launch_distributed_rows(space, DistributedRowStatsFunctor<XView, StatsView, Op>{x, stats, op, 0}, rows, cols, label);
+  launch_distributed_rows(space, DistributedRowStatsFunctor<ExecSpace, XView, StatsView, Op>{x, stats, op, 0}, rows, cols, label);
 }
 
 /// y(i, j) = exp(op(j, x(i, j)) - stats(i).max) * stats(i).inverse_sum(), asynchronously on `space`; x may be y.
@@ -100,7 +100,7 @@ template <class ExecSpace, class XView, class YView, class StatsView, class Op>
 void write_rows(const ExecSpace& space, const XView& x, const YView& y, const StatsView& stats, const Op& op,
                 const char* label) {
   if (y.extent(0) == 0 || y.extent(1) == 0) return;
-  launch_distributed_rows(space, DistributedRowWriteFunctor<XView, YView, StatsView, Op>{x, y, stats, op, 0},
+  launch_distributed_rows(space, DistributedRowWriteFunctor<ExecSpace, XView, YView, StatsView, Op>{x, y, stats, op, 0},
                           y.extent(0), y.extent(1), label);
 }
 
