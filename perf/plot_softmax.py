@@ -2,9 +2,8 @@
 """GB/s against row length on the H100 for softfuse's CUDA kernels, softfuse's portable path,
 torch.softmax, torch.compile and the device copy, from the committed results:
 
-    python3 perf/plot_softmax.py perf/results/h100_softfuse_2026-11-22.json \
-        perf/results/h100_torch_softmax_2026-11-22.json \
-        perf/results/h100_cuda_softmax_kernels_2026-11-22.json  -o perf/results/h100_softmax_gbps.png
+    python3 perf/plot_softmax.py perf/results/h100/softmax.json perf/results/h100/torch_softmax.json \
+        perf/results/h100/cuda_softmax_kernels.json -o perf/results/h100/softmax_gbps.png
 
 The workload shapes (shared/WORKLOADS.md) are points from one run of each program; the thin line is the
 standalone kernels' sweep at 2^28 elements per shape. 1024x8192 (32 MB, launch-bound) is left out of

@@ -5,8 +5,9 @@
 #
 #   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed] [ARCH]       (default: all HOPPER90)
 #
-# sanitize builds only the standalone kernel drivers (nvcc, no Kokkos) and runs compute-sanitizer memcheck,
-# racecheck and initcheck over their --check-sanitize sets: every CUDA kernel of softfuse on small shapes.
+# sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos) and runs
+# compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
+# softfuse on small shapes.
 # distributed builds softfuse with MPI (Open MPI, /usr/bin/mpirun) and NCCL in build/cuda-distributed, runs the
 # softfuse::distributed tests on 1, 2 (and 4) GPUs, one rank each, over MPI and over NCCL, then the weak-scaling
 # runs of `softfuse --distributed` (each GPU holding a 4096 x 393216 softmax shard, 1024 rows of the
@@ -19,7 +20,7 @@
 # benchmarks condensed by perf/summarize_benchmarks.py, with date, device, command and commit),
 # summary.txt, and from the fused layers' driver and the reference framework fused_kernels.json,
 # fused_full_clocks.json (the tf32 layers at full clocks), torch_fused.json and their chart
-# fused_layers.png (perf/plot_fused.py).
+# fused_layers.png (perf/plot_linear.py).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -60,20 +61,17 @@ summary "commit $commit; $what $arch"
 nvidia-smi >"$logs/nvidia-smi.log" 2>&1
 
 if [ "$what" = sanitize ]; then
-  flags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 -Xcompiler -fopenmp"
-  flags="$flags -Icuda_specialized/include -Icuda_specialized/src"
-  mkdir -p "$build-drivers"
-  for driver in softmax_kernels_bench fused_kernels_bench; do
-    stage "build_$driver" nvcc $flags perf/cuda_specialized/$driver.cu cuda_specialized/src/*.cu -lcublasLt -lcublas \
-      -o "$build-drivers/$driver"
-  done
+  kernels=$root/build/cuda-kernels
+  tests="test_softmax_kernels test_linear_kernels"
+  stage configure_kernels cmake -S cuda_specialized -B "$kernels" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  stage build_kernel_tests cmake --build "$kernels" -j "$jobs" --target $tests
   [ $status -eq 0 ] || finish
   for tool in memcheck racecheck initcheck; do
-    for driver in softmax_kernels_bench fused_kernels_bench; do
+    for test in $tests; do
       extra=""; [ $tool = racecheck ] && extra="--racecheck-report all"
-      stage "${tool}_$driver" compute-sanitizer --tool $tool $extra --error-exitcode 9 --print-limit 50 \
-        "$build-drivers/$driver" --check-sanitize
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^checks:|cases" "$logs/${tool}_$driver.log" | sed "s/^/  $tool $driver: /" |
+      stage "${tool}_$test" compute-sanitizer --tool $tool $extra --error-exitcode 9 --print-limit 50 \
+        "$kernels/tests/$test" --sanitize
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^(PASSED|FAILED)" "$logs/${tool}_$test.log" | sed "s/^/  $tool $test: /" |
         tee -a "$OUT/summary.txt"
     done
   done
@@ -126,28 +124,28 @@ stage build cmake --build "$build" -j "$jobs"
 if [ "$what" != bench ]; then
   export OMP_PROC_BIND=false
   stage ctest ctest --test-dir "$build" --output-on-failure --timeout 1200 ${SOFTFUSE_CTEST_ARGS:-}
-  grep -E "tests passed|tests failed|Failed|\*\*\*" "$logs/ctest.log" | tee -a "$OUT/summary.txt"
+  grep -E "tests passed|tests failed|Failed|Skipped|\*\*\*" "$logs/ctest.log" | tee -a "$OUT/summary.txt"
 fi
 
 if [ "$what" != test ]; then
   stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
     --benchmark_out_format=json --benchmark_min_time=0.2
   grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
-  if [ -x "$build/perf/softfuse_bench_fused" ]; then
-    stage bench_fused "$build/perf/softfuse_bench_fused" --benchmark_out="$OUT/bench_fused.json" \
+  if [ -x "$build/perf/softfuse_bench_linear" ]; then
+    stage bench_fused "$build/perf/softfuse_bench_linear" --benchmark_out="$OUT/bench_fused.json" \
       --benchmark_out_format=json
     grep -E "^[a-z]" "$logs/bench_fused.log" | grep -v "^Run\|^Load" | tee -a "$OUT/summary.txt"
   fi
-  if [ -x "$build/perf/fused_kernels_bench" ]; then
-    stage fused_kernels "$build/perf/fused_kernels_bench" --check --bench --json "$OUT/fused_kernels.json"
-    grep -E "^(bench|FAIL|checks)" "$logs/fused_kernels.log" | grep -v lt_sweep | tee -a "$OUT/summary.txt"
+  if [ -x "$build/perf/cuda_specialized/linear_kernels_bench" ]; then
+    stage fused_kernels "$build/perf/cuda_specialized/linear_kernels_bench" --bench --json "$OUT/fused_kernels.json"
+    grep -E "^bench" "$logs/fused_kernels.log" | grep -v lt_sweep | tee -a "$OUT/summary.txt"
     # the tf32 layers against cuBLAS alone at full clocks: 8 s idle before each of 5 rounds
-    stage fused_full_clocks "$build/perf/fused_kernels_bench" --quick --rounds 5 --cool 8 \
+    stage fused_full_clocks "$build/perf/cuda_specialized/linear_kernels_bench" --quick --rounds 5 --cool 8 \
       --json "$OUT/fused_full_clocks.json"
     grep -E "^bench" "$logs/fused_full_clocks.log" | tee -a "$OUT/summary.txt"
-    stage torch_fused python3 perf/torch_baseline/fused_torch.py --json "$OUT/torch_fused.json"
+    stage torch_fused python3 perf/torch_baseline/linear_torch.py --json "$OUT/torch_fused.json"
     grep -E "^torch" "$logs/torch_fused.log" | tee -a "$OUT/summary.txt"
-    stage plot_fused python3 perf/plot_fused.py "$OUT/fused_kernels.json" "$OUT/torch_fused.json" \
+    stage plot_fused python3 perf/plot_linear.py "$OUT/fused_kernels.json" "$OUT/torch_fused.json" \
       -o "$OUT/fused_layers.png"
   fi
   if [ -f perf/torch_baseline/softmax_torch.py ]; then

@@ -7,12 +7,12 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
-#include <stdexcept>
 
 #include "softfuse_config.hpp"
 #include "softfuse_implementation.hpp"
 #include "softfuse_precision.hpp"
 #include "impl/softfuse_batchnorm_checks.hpp"
+#include "impl/softfuse_dispatch.hpp"
 #include "impl/softfuse_linear_batchnorm_softmax_portable.hpp"
 #include "impl/softfuse_linear_checks.hpp"
 #include "impl/softfuse_linear_spec.hpp"
@@ -47,7 +47,7 @@ namespace Impl {
 
 // split, ld_split: a Tf32x3Weight's split (or nullptr) for Precision::tf32x3.
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
-void linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
+Implementation linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
                                   const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
                                   Implementation implementation, Precision precision, const float* split,
                                   std::int64_t ld_split) {
@@ -61,27 +61,21 @@ void linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const 
                         "training mode needs more than one row to compute batch statistics", "x", x, "y", y);
   Impl::require_batchnorm_extents(function, weight, bn, scale);
   const bool has_workspace = bn.workspace.extent(0) != 0;
-  bool specialized = false;
-  using Specialization = Impl::LinearSpecialization<ExecSpace>;
-  if constexpr (Specialization::exists) {
-    specialized = implementation != Implementation::portable &&
-                  Specialization::applies_batchnorm(space, x, weight, bias, bn, scale, y);
-    if (specialized)
-      Specialization::batchnorm(space, x, weight, bias, bn, training, scale, y, precision, split, ld_split);
-  }
-  if (specialized) return;
-  if (implementation == Implementation::specialized)
-    throw std::invalid_argument(
-        "softfuse::linear_batchnorm_softmax: Implementation::specialized requested, but no backend specialization "
-        "applies to this execution space and these Views");
-
-  using RView = Impl::exec_view_t<ExecSpace, VectorView, false>;
-  Impl::linear_batchnorm_softmax_portable(
-      space, Impl::exec_view_t<ExecSpace, XView>(x), Impl::exec_view_t<ExecSpace, WView>(weight),
-      Impl::exec_view_t<ExecSpace, BView>(bias), Impl::exec_view_t<ExecSpace, VectorView>(bn.gamma),
-      Impl::exec_view_t<ExecSpace, VectorView>(bn.beta), RView(bn.running_mean), RView(bn.running_var), bn.eps,
-      bn.momentum, training, Impl::exec_view_t<ExecSpace, SView>(scale), Impl::exec_view_t<ExecSpace, YView, false>(y),
-      has_workspace ? bn.workspace.data() : nullptr);
+  return Impl::dispatch<Impl::LinearSpecialization<ExecSpace>>(
+      function, implementation,
+      [&](auto s) { return decltype(s)::applies_batchnorm(space, x, weight, bias, bn, scale, y); },
+      [&](auto s) {
+        decltype(s)::batchnorm(space, x, weight, bias, bn, training, scale, y, precision, split, ld_split);
+      },
+      [&] {
+        using RView = Impl::exec_view_t<ExecSpace, VectorView, false>;
+        Impl::linear_batchnorm_softmax_portable(
+            space, Impl::exec_view_t<ExecSpace, XView>(x), Impl::exec_view_t<ExecSpace, WView>(weight),
+            Impl::exec_view_t<ExecSpace, BView>(bias), Impl::exec_view_t<ExecSpace, VectorView>(bn.gamma),
+            Impl::exec_view_t<ExecSpace, VectorView>(bn.beta), RView(bn.running_mean), RView(bn.running_var),
+            bn.eps, bn.momentum, training, Impl::exec_view_t<ExecSpace, SView>(scale),
+            Impl::exec_view_t<ExecSpace, YView, false>(y), has_workspace ? bn.workspace.data() : nullptr);
+      });
 }
 
 }  // namespace Impl
@@ -104,33 +98,34 @@ void linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const 
 /// Throws std::invalid_argument when extents do not fit together, for training mode with fewer than two rows
 /// (no batch variance), and for Implementation::specialized where no specialization applies;
 /// std::runtime_error from the CUDA specialization when CUDA or cuBLASLt fails.
+/// Returns the implementation that ran: Implementation::specialized or Implementation::portable.
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
-void linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
+Implementation linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
                               const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
                               Implementation implementation = Implementation::automatic,
                               Precision precision = Precision::fp32) {
-  Impl::linear_batchnorm_softmax_run(space, x, weight, bias, bn, scale, y, implementation, precision, nullptr, 0);
+  return Impl::linear_batchnorm_softmax_run(space, x, weight, bias, bn, scale, y, implementation, precision, nullptr, 0);
 }
 
 /// As above in Precision::tf32x3, with the weight's split made once (see Tf32x3Weight).
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
-void linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const Tf32x3Weight<WView>& weight,
+Implementation linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const Tf32x3Weight<WView>& weight,
                               const BView& bias, const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
                               Implementation implementation = Implementation::automatic) {
   const auto& split = weight.split();
-  Impl::linear_batchnorm_softmax_run(space, x, weight.weight(), bias, bn, scale, y, implementation, Precision::tf32x3,
+  return Impl::linear_batchnorm_softmax_run(space, x, weight.weight(), bias, bn, scale, y, implementation, Precision::tf32x3,
                                      split.extent(0) ? split.data() : nullptr,
                                      static_cast<std::int64_t>(split.extent(1)));
 }
 
 /// As above, on a default-constructed instance of y's execution space.
 template <class XView, class WView, class BView, class VectorView, class SView, class YView>
-void linear_batchnorm_softmax(const XView& x, const WView& weight, const BView& bias, const BatchNorm<VectorView>& bn,
+Implementation linear_batchnorm_softmax(const XView& x, const WView& weight, const BView& bias, const BatchNorm<VectorView>& bn,
                               const SView& scale, const YView& y,
                               Implementation implementation = Implementation::automatic,
                               Precision precision = Precision::fp32) {
   static_assert(Kokkos::is_view<YView>::value, "softfuse::linear_batchnorm_softmax: y must be a Kokkos::View");
-  linear_batchnorm_softmax(typename YView::execution_space{}, x, weight, bias, bn, scale, y, implementation,
+  return linear_batchnorm_softmax(typename YView::execution_space{}, x, weight, bias, bn, scale, y, implementation,
                            precision);
 }
 

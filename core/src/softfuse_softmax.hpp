@@ -6,10 +6,9 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <stdexcept>
-
 #include "softfuse_config.hpp"
 #include "softfuse_implementation.hpp"
+#include "impl/softfuse_dispatch.hpp"
 #include "impl/softfuse_row_softmax.hpp"
 #include "impl/softfuse_softmax_spec.hpp"
 #include "impl/softfuse_view_checks.hpp"
@@ -26,8 +25,9 @@ namespace softfuse {
 /// row of all -inf, comes out as NaN; huge finite values do not overflow.
 /// Throws std::invalid_argument when the extents differ, or when `implementation` is
 /// Implementation::specialized and no backend specialization applies to these Views.
+/// Returns the implementation that ran: Implementation::specialized or Implementation::portable.
 template <class ExecSpace, class XView, class YView>
-void softmax(const ExecSpace& space, const XView& x, const YView& y,
+Implementation softmax(const ExecSpace& space, const XView& x, const YView& y,
              Implementation implementation = Implementation::automatic) {
   SOFTFUSE_IMPL_CHECK_SPACE("softfuse::softmax", ExecSpace);
   SOFTFUSE_IMPL_CHECK_VIEW("softfuse::softmax", ExecSpace, XView, "x", 2);
@@ -41,23 +41,16 @@ void softmax(const ExecSpace& space, const XView& x, const YView& y,
   const XN xn = x;
   const YN yn = y;
 
-  bool specialized = false;
-  if constexpr (Specialization::exists) {
-    specialized = implementation != Implementation::portable && Specialization::applies(space, xn, yn);
-    if (specialized) Specialization::run(space, xn, yn);
-  }
-  if (!specialized && implementation == Implementation::specialized)
-    throw std::invalid_argument(
-        "softfuse::softmax: Implementation::specialized requested, but no backend specialization applies to "
-        "this execution space and these Views");
-  if (!specialized) Impl::softmax_portable(space, xn, yn);
+  return Impl::dispatch<Specialization>(
+      "softfuse::softmax", implementation, [&](auto s) { return decltype(s)::applies(space, xn, yn); },
+      [&](auto s) { decltype(s)::run(space, xn, yn); }, [&] { Impl::softmax_portable(space, xn, yn); });
 }
 
 /// As above, on a default-constructed instance of y's execution space.
 template <class XView, class YView>
-void softmax(const XView& x, const YView& y, Implementation implementation = Implementation::automatic) {
+Implementation softmax(const XView& x, const YView& y, Implementation implementation = Implementation::automatic) {
   static_assert(Kokkos::is_view<YView>::value, "softfuse::softmax: y must be a Kokkos::View");
-  softmax(typename YView::execution_space{}, x, y, implementation);
+  return softmax(typename YView::execution_space{}, x, y, implementation);
 }
 
 }  // namespace softfuse

@@ -22,8 +22,8 @@
 #include <math_constants.h>
 
 #include "linear_impl.hpp"
+#include "runtime.hpp"
 #include "softmax_common.cuh"
-#include "softmax_plan.hpp"
 
 namespace softfuse {
 namespace cuda_specialized {
@@ -71,6 +71,12 @@ __device__ __forceinline__ double batch_variance(double sa, double sb, double n)
 __device__ __forceinline__ float running_update(float old, double batch, double momentum) {
   return static_cast<float>((1 - momentum) * old + momentum * batch);
 }
+// The common shift c of a feature's deviations d = z - c: its logit in row 0 where that is finite, else 0
+// (an infinite shift would turn every d, and so a mean of inf, into NaN).
+__device__ __forceinline__ float stat_shift(float z0) { return isfinite(z0) ? z0 : 0.0f; }
+__device__ __forceinline__ float4 stat_shift(float4 z0) {
+  return make_float4(stat_shift(z0.x), stat_shift(z0.y), stat_shift(z0.z), stat_shift(z0.w));
+}
 
 // Block: kStatFeatures features j0 .. j0 + 31. Thread (f, slot) with f < kStatFeatures / V loads
 // V consecutive features of rows slot, slot + kSlots, ... (V = 4: a warp reads four 128-byte row
@@ -93,7 +99,7 @@ __global__ void __launch_bounds__(kStatThreads)
   if (j0 < out) {  // V = 4 only when out % 4 == 0: the whole pack is in range
     double shift[V];
 #pragma unroll
-    for (int e = 0; e < V; ++e) shift[e] = z[j0 + e];
+    for (int e = 0; e < V; ++e) shift[e] = stat_shift(z[j0 + e]);
 #pragma unroll 4
     for (std::int64_t i = slot; i < rows; i += kSlots) {
       float v[V];
@@ -125,7 +131,7 @@ __global__ void __launch_bounds__(kStatThreads)
     sb += s2[s][threadIdx.x];
   }
   const double n = static_cast<double>(rows);
-  const double mean = static_cast<double>(z[j]) + sa / n;  // of the bias-free logits
+  const double mean = static_cast<double>(stat_shift(z[j])) + sa / n;  // of the bias-free logits
   const double var = batch_variance(sa, sb, n);
   p.store(j, mean, var);
   running_mean[j] = running_update(running_mean[j], mean + p.bias[j], momentum);
@@ -222,7 +228,7 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
   const auto at = [&](int n) { return y + (r0 + n / P) * ldy + 4 * (t + (n % P) * kCoopThreads); };
   float4 z0[P];
 #pragma unroll
-  for (int c = 0; c < P; ++c) z0[c] = *reinterpret_cast<const float4*>(y + 4 * (t + c * kCoopThreads));
+  for (int c = 0; c < P; ++c) z0[c] = stat_shift(*reinterpret_cast<const float4*>(y + 4 * (t + c * kCoopThreads)));
   float4 reg[kCoopRegPacks];
 #pragma unroll
   for (int n = 0; n < kCoopRegPacks; ++n) reg[n] = __ldcs(reinterpret_cast<const float4*>(at(n)));
@@ -238,7 +244,7 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
       sm.prm[3][t] = p.bias[j];
       sm.prm[4][t] = running_mean[j];
       sm.prm[5][t] = running_var[j];
-      sm.prm[6][t] = y[j];
+      sm.prm[6][t] = stat_shift(y[j]);
     }
   }
   const auto pack = [&](int n) -> float4& { return n < kCoopRegPacks ? reg[n] : sm.packs[n - kCoopRegPacks][t]; };
@@ -411,10 +417,10 @@ void batchnorm_affine(int device, const LinearOperands& op, const BatchNormOpera
                                     op.ldy, op.batch, op.out, p, bn.running_mean, bn.running_var, bn.momentum),
                  "BatchNorm statistics launch");
   } else {
-    const unsigned blocks = static_cast<unsigned>((op.out + 255) / 256);
-    batchnorm_inference_kernel<<<blocks, 256, 0, stream>>>(p, bn.running_mean, bn.running_var, op.out);
+    const cudaLaunchConfig_t cfg = plain_launch(dim3(static_cast<unsigned>((op.out + 255) / 256)), 256, stream);
+    check_linear(cudaLaunchKernelEx(&cfg, batchnorm_inference_kernel, p, bn.running_mean, bn.running_var, op.out),
+                 "BatchNorm map launch");
   }
-  check_linear(cudaGetLastError(), "BatchNorm kernel launch");
 }
 
 bool batchnorm_softmax_cooperative(int device, const LinearOperands& op, const BatchNormOperands& bn, float* ws,

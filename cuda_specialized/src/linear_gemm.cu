@@ -19,7 +19,7 @@
 #include <cuda_runtime.h>
 
 #include "linear_impl.hpp"
-#include "softmax_plan.hpp"
+#include "runtime.hpp"
 
 namespace softfuse {
 namespace cuda_specialized {
@@ -230,6 +230,9 @@ unsigned grid_for(std::int64_t total) {
   return static_cast<unsigned>(std::min<std::int64_t>((total + 255) / 256, 65536));
 }
 
+
+}  // namespace
+
 void split(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t cols, float* parts, std::int64_t ldp,
            bool low_first, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
@@ -238,20 +241,18 @@ void split(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t col
   const std::int64_t nv = vec ? cols / 4 : cols;
   const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((nv + 255) / 256, 1024)),
                   static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
-  if (vec)
-    split_tf32x3_kernel<4><<<grid, 256, 0, stream>>>(a, lda, rows, cols, parts, ldp, low_first);
-  else
-    split_tf32x3_kernel<1><<<grid, 256, 0, stream>>>(a, lda, rows, cols, parts, ldp, low_first);
-  check_linear(cudaGetLastError(), "split kernel launch");
+  const cudaLaunchConfig_t cfg = plain_launch(grid, 256, stream);
+  check_linear(cudaLaunchKernelEx(&cfg, vec ? split_tf32x3_kernel<4> : split_tf32x3_kernel<1>, a, lda, rows, cols,
+                                  parts, ldp, low_first),
+               "split kernel launch");
 }
-
-}  // namespace
 
 void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf32x3_max_slice) {
   if (op.batch == 0 || op.out == 0) return;
   if (op.in == 0) {
-    broadcast_bias_kernel<<<grid_for(op.batch * op.out), 256, 0, stream>>>(op.bias, op.y, op.ldy, op.batch, op.out);
-    check_linear(cudaGetLastError(), "bias kernel launch");
+    const cudaLaunchConfig_t cfg = plain_launch(dim3(grid_for(op.batch * op.out)), 256, stream);
+    check_linear(cudaLaunchKernelEx(&cfg, broadcast_bias_kernel, op.bias, op.y, op.ldy, op.batch, op.out),
+                 "bias kernel launch");
     return;
   }
   int device = 0;
@@ -292,43 +293,7 @@ void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf3
   }
 }
 
-StreamBuffer::StreamBuffer(std::size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {
-  if (bytes == 0) return;
-  int device = 0;
-  check_linear(cudaGetDevice(&device), "cudaGetDevice");
-  try {
-    p_ = workspace_alloc(device, bytes, stream);
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string(kPrefix) + "cannot allocate " + std::to_string(bytes) + " bytes for the " +
-                             what + " (" + e.what() + ")");
-  }
-}
-
-StreamBuffer::~StreamBuffer() {
-  if (p_) (void)cudaFreeAsync(p_, stream_);
-}
-
-[[noreturn]] void throw_linear_invalid(const std::string& what) {
-  throw std::invalid_argument(std::string(kPrefix) + what);
-}
-
-[[noreturn]] void throw_linear_cuda(cudaError_t err, const char* what) {
-  throw std::runtime_error(std::string(kPrefix) + what + ": " + cudaGetErrorName(err) + ": " +
-                           cudaGetErrorString(err));
-}
-
 }  // namespace impl
-
-void split_weight_tf32x3(const float* weight, std::int64_t ldw, std::int64_t out, std::int64_t in, float* split,
-                         std::int64_t ld_split, cudaStream_t stream) {
-  if (out < 0 || in < 0 || ldw < in || ld_split < 2 * in)
-    impl::throw_linear_invalid("split_weight_tf32x3: need out, in >= 0, ldw >= in and ld_split >= 2 * in (out " +
-                               std::to_string(out) + ", in " + std::to_string(in) + ", ldw " + std::to_string(ldw) +
-                               ", ld_split " + std::to_string(ld_split) + ")");
-  if (out > 0 && in > 0 && (weight == nullptr || split == nullptr))
-    impl::throw_linear_invalid("split_weight_tf32x3: null pointer for a non-empty weight");
-  impl::split(weight, ldw, out, in, split, ld_split, true, stream);
-}
 
 }  // namespace cuda_specialized
 }  // namespace softfuse

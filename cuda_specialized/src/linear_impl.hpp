@@ -8,33 +8,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "runtime.hpp"
 #include "softfuse/cuda_specialized/linear.hpp"
 
 namespace softfuse {
 namespace cuda_specialized {
 namespace impl {
-
-[[noreturn]] void throw_linear_invalid(const std::string& what);
-[[noreturn]] void throw_linear_cuda(cudaError_t err, const char* what);
-inline void check_linear(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw_linear_cuda(err, what);
-}
-
-// Device memory from the library's pool (workspace_alloc), allocated on a stream and freed on it
-// when the owner goes out of scope (also when an exception leaves the call): the stream orders
-// every use before the free.
-class StreamBuffer {
- public:
-  StreamBuffer(std::size_t bytes, cudaStream_t stream, const char* what);
-  ~StreamBuffer();
-  StreamBuffer(const StreamBuffer&) = delete;
-  StreamBuffer& operator=(const StreamBuffer&) = delete;
-  float* data() const { return static_cast<float*>(p_); }
-
- private:
-  void* p_ = nullptr;
-  cudaStream_t stream_;
-};
 
 // Programmatic dependent launch (sm_90): a kernel launched with this attribute may be scheduled
 // while the kernel before it in the stream finishes; it calls grid_dependency_wait() before it
@@ -70,6 +49,11 @@ __device__ __forceinline__ void allow_dependent_launch() {
 // (256-byte-aligned operand offsets): 7 slices of <= 1216 for K = 8192.
 constexpr std::int64_t kTf32x3MaxSlice = 1216;
 
+// parts[r, 0:cols] and parts[r, cols:2*cols] = (high, low) TF32 parts of a[r, :] (3xTF32), or (low, high)
+// if low_first.
+void split(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t cols, float* parts, std::int64_t ldp,
+           bool low_first, cudaStream_t stream);
+
 // y = x · weightᵀ + bias in op.precision (op.y receives the logits; op.bias may be null: no bias).
 // tf32x3_max_slice: see kTf32x3MaxSlice (tf32x3 only; the benchmark driver sweeps it).
 void linear_gemm(const LinearOperands& op, cudaStream_t stream,
@@ -88,6 +72,18 @@ void batchnorm_affine(int device, const LinearOperands& op, const BatchNormOpera
 // way. Returns false, having launched nothing, where it does not apply.
 bool batchnorm_softmax_cooperative(int device, const LinearOperands& op, const BatchNormOperands& bn, float* ws,
                                    cudaStream_t stream);
+
+// Dynamic shared memory a row kernel may use: the opt-in limit less the reductions' static slots.
+int row_smem_bytes(int device);
+
+// The row pass of linear_gelu_softmax, in place on the logits in op.y: GELU (exact or tanh), softmax.
+void gelu_softmax_rows(int device, const LinearOperands& op, bool exact_gelu, cudaStream_t stream);
+
+// The row pass of linear_batchnorm_softmax, in place on the logits in op.y: the affine map ws = [mul | shift]
+// of batchnorm_affine, softmax. after_statistics: launched right after the training statistics (a dependent
+// launch that loads its row before it waits for them).
+void affine_softmax_rows(int device, const LinearOperands& op, const float* ws, bool after_statistics,
+                         cudaStream_t stream);
 
 }  // namespace impl
 }  // namespace cuda_specialized

@@ -1,4 +1,4 @@
-// The row part of the fused layers and their public entry points.
+// The row part of the fused layers.
 //
 // After the GEMM has written the logits z into y (bias included for GELU), one block per row holds the row
 // on chip (shared memory, and registers for the affine map): u = op(z) (GELU, or the BatchNorm + scale
@@ -19,8 +19,7 @@
 #include <math_constants.h>
 
 #include "linear_impl.hpp"
-#include "softmax_plan.hpp"
-#include "softfuse/cuda_specialized/softmax.hpp"
+#include "runtime.hpp"
 
 namespace softfuse {
 namespace cuda_specialized {
@@ -202,11 +201,6 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
   });
 }
 
-// Dynamic shared memory a row kernel may use: the opt-in limit less the reductions' static slots.
-int row_smem_bytes(int device) {
-  return std::max(0, device_info(device).smem_optin - 32 * (8 + 4) - 1024);
-}
-
 template <class Op, int V, bool LoadBeforeWait>
 void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t stream) {
   void (*const kernel_fn)(float*, std::int64_t, std::int64_t, Op) = fused_row_softmax_kernel<Op, V, LoadBeforeWait>;
@@ -245,85 +239,29 @@ void row_softmax(int device, const LinearOperands& op, const Op& f, cudaStream_t
     launch_rows<Op, 1, LoadBeforeWait>(device, op, f, stream);
 }
 
-std::string extents(const LinearOperands& op) {
-  return "batch " + std::to_string(op.batch) + ", in " + std::to_string(op.in) + ", out " + std::to_string(op.out) +
-         ", ldx " + std::to_string(op.ldx) + ", ldw " + std::to_string(op.ldw) + ", ldy " + std::to_string(op.ldy);
-}
-
-// Checks the operands; returns the current device, or -1 when there is nothing to do.
-int prepare(const LinearOperands& op, const char* function) {
-  const std::string f = std::string(function) + ": ";
-  if (op.batch < 0 || op.in < 0 || op.out < 0) throw_linear_invalid(f + "negative extent (" + extents(op) + ")");
-  if (op.ldx < op.in || op.ldw < op.in || op.ldy < op.out)
-    throw_linear_invalid(f + "leading dimensions must be >= the row lengths (" + extents(op) + ")");
-  if (op.precision == GemmPrecision::tf32x3 && op.weight_split != nullptr && op.ld_split < 2 * op.in)
-    throw_linear_invalid(f + "ld_split must be >= 2 * in (" + extents(op) + ", ld_split " +
-                         std::to_string(op.ld_split) + ")");
-  if (op.batch == 0 || op.out == 0) return -1;
-  if (op.y == nullptr || op.bias == nullptr || (op.in > 0 && (op.x == nullptr || op.weight == nullptr)))
-    throw_linear_invalid(f + "null pointer for a non-empty operand (" + extents(op) + ")");
-  int device = 0;
-  check_linear(cudaGetDevice(&device), "cudaGetDevice");
-  if (!linear_available(device))
-    throw_linear_cuda(cudaErrorNoKernelImageForDevice, "no usable kernel image for the current device");
-  if (op.out > linear_max_out(device))
-    throw_linear_invalid(f + "out = " + std::to_string(op.out) + " exceeds what one block holds on this device (" +
-                         std::to_string(linear_max_out(device)) + ")");
-  return device;
-}
-
 }  // namespace
 
-}  // namespace impl
-
-bool linear_available(int device) { return softmax_available(device); }
-
-std::int64_t linear_max_out(int device) {
-  if (!linear_available(device)) return 0;
-  return impl::row_smem_bytes(device) / static_cast<int>(sizeof(float)) / 4 * 4;
+int row_smem_bytes(int device) {
+  return std::max(0, device_info(device).smem_optin - 32 * (8 + 4) - 1024);
 }
 
-void linear_gelu_softmax(const LinearOperands& op, bool exact_gelu, cudaStream_t stream) {
-  const int device = impl::prepare(op, "linear_gelu_softmax");
-  if (device < 0) return;
-  impl::linear_gemm(op, stream);
+void gelu_softmax_rows(int device, const LinearOperands& op, bool exact_gelu, cudaStream_t stream) {
   if (exact_gelu)
-    impl::row_softmax(device, op, impl::GeluExact{}, stream);
+    row_softmax(device, op, GeluExact{}, stream);
   else
-    impl::row_softmax(device, op, impl::GeluTanh{}, stream);
+    row_softmax(device, op, GeluTanh{}, stream);
 }
 
-void linear_batchnorm_softmax(const LinearOperands& op, const BatchNormOperands& bn, cudaStream_t stream) {
-  const int device = impl::prepare(op, "linear_batchnorm_softmax");
-  if (bn.training && op.batch == 1)
-    impl::throw_linear_invalid("linear_batchnorm_softmax: training mode needs more than one row (batch 1)");
-  if (bn.scale_size != 1 && bn.scale_size != op.out)
-    impl::throw_linear_invalid("linear_batchnorm_softmax: scale must have 1 or out = " + std::to_string(op.out) +
-                               " elements, not " + std::to_string(bn.scale_size));
-  if (device < 0) return;
-  if (!bn.gamma || !bn.beta || !bn.running_mean || !bn.running_var || !bn.scale)
-    impl::throw_linear_invalid("linear_batchnorm_softmax: null BatchNorm parameter");
-  std::unique_ptr<impl::StreamBuffer> own;
-  float* ws = bn.workspace;
-  if (ws == nullptr) {
-    own = std::make_unique<impl::StreamBuffer>(2 * sizeof(float) * op.out, stream, "BatchNorm workspace");
-    ws = own->data();
-  }
-  LinearOperands logits = op;  // the bias goes into the BatchNorm's affine map instead
-  logits.bias = nullptr;
-  const impl::FeatureAffine map{ws, ws + op.out};
-  if (bn.training) {
-    impl::linear_gemm(logits, stream);
-    if (!impl::batchnorm_softmax_cooperative(device, op, bn, ws, stream)) {
-      impl::batchnorm_affine(device, op, bn, ws, stream);  // statistics of the logits
-      impl::row_softmax<impl::FeatureAffine, true>(device, op, map, stream);
-    }
-  } else {
-    impl::batchnorm_affine(device, op, bn, ws, stream);  // from the running statistics: before the GEMM
-    impl::linear_gemm(logits, stream);
-    impl::row_softmax(device, op, map, stream);
-  }
+void affine_softmax_rows(int device, const LinearOperands& op, const float* ws, bool after_statistics,
+                         cudaStream_t stream) {
+  const FeatureAffine map{ws, ws + op.out};
+  if (after_statistics)
+    row_softmax<FeatureAffine, true>(device, op, map, stream);
+  else
+    row_softmax(device, op, map, stream);
 }
+
+}  // namespace impl
 
 }  // namespace cuda_specialized
 }  // namespace softfuse

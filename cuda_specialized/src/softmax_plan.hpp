@@ -1,6 +1,7 @@
-// Private: how a softmax call is carried out (regime and launch shape), host side only.
-// Used by the dispatcher and by perf/cuda_specialized/softmax_kernels_bench.cu, which also
-// runs forced plans to check and time the alternatives.
+// Private: how a softmax call is carried out (regime and launch shape), host side only: chosen in
+// softmax_plan.cu, launched by softmax_launch.hpp.
+// Used by the entry points (softmax.cu), by tests/cuda_specialized/test_softmax_kernels.cu, which also checks
+// forced plans, and by perf/cuda_specialized/softmax_kernels_bench.cu, which times them.
 #ifndef SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_PLAN_HPP
 #define SOFTFUSE_CUDA_SPECIALIZED_SOFTMAX_PLAN_HPP
 
@@ -10,24 +11,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "runtime.hpp"
+
 namespace softfuse {
 namespace cuda_specialized {
 namespace impl {
-
-// Read once per device (thread-safe), then kept.
-struct DeviceInfo {
-  int device = -1;
-  int cc = 0;                // 10*major + minor
-  int sms = 0;
-  int smem_optin = 0;        // opt-in shared memory per block (bytes)
-  int smem_per_sm = 0;       // shared memory per SM at the largest carveout (bytes)
-  int smem_reserved = 0;     // shared memory the system reserves per block (bytes)
-  int l2_bytes = 0;
-  int binary_version = 0;    // of the loaded machine code (90 on Hopper, 80 on Ampere/Ada)
-  bool clusters = false;     // cluster launch supported and sm_90 code loaded
-  bool cooperative = false;  // cooperative launch supported (grid groups)
-  bool available = false;    // cc >= 8.0 and the kernels load
-};
 
 enum class Regime { warp, row, stream, split };
 
@@ -72,24 +60,6 @@ struct Problem {
   std::int64_t cols;
 };
 
-// Throws std::runtime_error("softfuse::cuda_specialized::softmax: <what>: <CUDA error>").
-[[noreturn]] void throw_cuda(cudaError_t err, const char* what);
-
-const DeviceInfo& device_info(int device);
-
-// Blocks of `func` resident at once on the device at the largest carveout (cluster > 0: resident
-// clusters of that many blocks), cached per launch shape.
-int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t smem, int cluster);
-
-// Sets `func`'s smallest shared-memory carveout that holds blocks_per_sm blocks of `smem` dynamic
-// bytes; the rest of the multiprocessor's memory stays L1.
-void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std::int64_t smem,
-                  bool clustered);
-
-// Stream-ordered device memory from the library's pool on `device` (kept across synchronizations);
-// free with cudaFreeAsync on a stream ordered after the last use.
-void* workspace_alloc(int device, std::size_t bytes, cudaStream_t stream);
-
 // 16-byte accesses possible: cols, ldx, ldy multiples of the vector width, x and y aligned.
 template <class T>
 bool vector_ok(const Problem<T>& p);
@@ -97,11 +67,6 @@ bool vector_ok(const Problem<T>& p);
 // stream = false: the plan without the chunk-stream regime (the benchmark's comparison).
 template <class T>
 Plan make_plan(const DeviceInfo& di, const Problem<T>& p, bool stream = true);
-
-// Checks the plan against the problem and the device (std::invalid_argument if it cannot
-// run), fills in what it leaves to occupancy, and launches on `stream`.
-template <class T>
-void run_plan(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaStream_t stream);
 
 // Largest row length (elements) taken in one pass (on-chip and chunk-stream regimes); longer rows
 // take the split path.

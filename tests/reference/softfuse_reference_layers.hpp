@@ -12,7 +12,8 @@
 // with a safety factor of 2. Softmax input errors |Δu_k| <= du_k scale y_j = exp(u_j) / Σ_k exp(u_k) by a factor
 // within exp(±(du_j + max_k du_k)), so |Δy_j / y_j| <= expm1(du_j + max_k du_k) (about du_j + max_k du_k when
 // small; unbounded once the errors reach the gaps between the u, where only y in [0, 1] is left), plus a few
-// roundings for exp, sum and division: softmax_tolerance().
+// roundings for exp, sum and division, and the random walk of the row sum's roundings, which the library keeps
+// in double whatever T: about sqrt(n) 2^-53 for n columns (2e-13 at a million columns): softmax_tolerance().
 
 #include <algorithm>
 #include <cmath>
@@ -44,6 +45,11 @@ inline double reference_gelu(double z, bool exact) {
   return 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (z + 0.044715 * z * z * z)));
 }
 
+/// The error model of a GEMM on tensor cores: its bounds are the fp32 ones times the mode's unit roundoff over
+/// fp32's. tf32 rounds the inputs to 2^-11 (2^13 times fp32's 2^-24); tf32x3 drops the low x low product and
+/// rounds the low parts, about 2^-21 (8 times).
+constexpr double tf32_error_factor = 8192.0, tf32x3_error_factor = 8.0;
+
 /// Error bound of one logit (see the model above).
 inline double logit_error(double eps, std::size_t in, double peak, double z, double b) {
   return 2 * eps * (std::sqrt(static_cast<double>(in)) * peak + std::abs(z) + std::abs(b));
@@ -52,8 +58,9 @@ inline double logit_error(double eps, std::size_t in, double peak, double z, dou
 /// Relative tolerance of y[j] given the softmax inputs' error bounds du [n] of one row.
 inline void softmax_tolerance(const std::vector<double>& du, double eps, std::vector<double>& tol) {
   const double worst = du.empty() ? 0.0 : *std::max_element(du.begin(), du.end());
+  const double sum_rounding = 4 * std::sqrt(static_cast<double>(du.size())) * 0x1p-53;
   tol.resize(du.size());
-  for (std::size_t j = 0; j < du.size(); ++j) tol[j] = std::expm1(du[j] + worst + 16 * eps);
+  for (std::size_t j = 0; j < du.size(); ++j) tol[j] = std::expm1(du[j] + worst + 16 * eps + sum_rounding);
 }
 
 /// One row of Linear -> GELU -> softmax from its logits z [out] and their error bounds e: y [out] and its

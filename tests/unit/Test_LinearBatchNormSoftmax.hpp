@@ -65,6 +65,20 @@ void run_batchnorm_shapes(BatchNormMode mode) {
     }
   }
 }
+// An infinite input in the batch's first row: that feature's logits in row 0 are infinite, so its batch mean
+// is infinite and its variance NaN, as in the reference (and not NaN for both: the first row must not serve
+// as a shift of the statistics when it is not finite). Other rows hold the infinity in other shapes.
+template <class T>
+void run_infinite_first_row() {
+  for (std::size_t row : {std::size_t(0), std::size_t(1)}) {
+    BatchNormCase<T> c(Linear<T>(4, 3, 8, 77 + row), false, 77);
+    c.lin.x[row * c.lin.in + 1] = std::numeric_limits<T>::infinity();
+    run_batchnorm(c, BatchNormMode::training, 1, "4x3x8 +inf in x row " + std::to_string(row));
+  }
+}
+TEST_F(TestCategory, linear_batchnorm_softmax_infinite_first_row_float) { run_infinite_first_row<float>(); }
+TEST_F(TestCategory, linear_batchnorm_softmax_infinite_first_row_double) { run_infinite_first_row<double>(); }
+
 TEST_F(TestCategory, linear_batchnorm_softmax_training_float) { run_batchnorm_shapes<float>(BatchNormMode::training); }
 TEST_F(TestCategory, linear_batchnorm_softmax_training_double) { run_batchnorm_shapes<double>(BatchNormMode::training); }
 TEST_F(TestCategory, linear_batchnorm_softmax_inference_float) { run_batchnorm_shapes<float>(BatchNormMode::inference); }

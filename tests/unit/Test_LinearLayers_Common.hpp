@@ -250,7 +250,9 @@ struct BatchNormReference {
 /// How much a GEMM precision mode widens the fp32 error bounds: its unit roundoff over fp32's (tf32: inputs
 /// rounded to 2^-11; tf32x3: the dropped low x low product and the low parts' rounding, ~2^-21).
 inline double mode_factor(softfuse::Precision p) {
-  return p == softfuse::Precision::tf32 ? 8192.0 : p == softfuse::Precision::tf32x3 ? 8.0 : 1.0;
+  return p == softfuse::Precision::tf32     ? softfuse_test::tf32_error_factor
+         : p == softfuse::Precision::tf32x3 ? softfuse_test::tf32x3_error_factor
+                                            : 1.0;
 }
 
 inline const char* mode_name(softfuse::Precision p) {

@@ -221,6 +221,9 @@ void softmax_case(Rng& g, std::string& what) {
   if (coin(g, 0.1)) {  // long rows, few of them (wide teams on hosts, cluster and split kernels on GPUs)
     rows = 1 + below(g, 3);
     cols = std::max<std::size_t>(pick_extent(g, 400000), 4096 + below(g, 400000));
+  } else if (coin(g, 0.08)) {  // rows beyond team scratch and one block's shared memory, up to 16 of them
+    cols = 65536 + below(g, 2200000);
+    rows = std::max<std::size_t>(1, std::min<std::size_t>(1 + below(g, 16), 4000000 / cols));
   } else {
     rows = pick_extent(g, 400), cols = pick_extent(g, 6000);
     while (rows * cols > 200000) rows = std::max<std::size_t>(1, rows / 2);
@@ -251,7 +254,12 @@ template <class T>
 Linear<T> random_linear(Rng& g, std::size_t min_batch, double max_exp, std::string& what) {
   std::size_t batch = std::max(min_batch, pick_extent(g, 300)), in = coin(g, 0.03) ? 0 : pick_extent(g, 400),
               out = pick_extent(g, 400);
-  while (batch * in * out > 3000000 || batch * out > 100000) {
+  const bool long_rows = coin(g, 0.08);
+  if (long_rows) {  // rows beyond team scratch and one block's shared memory
+    out = 65536 + below(g, 200000);
+    batch = std::max<std::size_t>(min_batch, 1 + below(g, 6)), in = 1 + below(g, 3);
+  }
+  while (batch * in * out > 3000000 || batch * out > (long_rows ? 1600000u : 100000u)) {
     if (in > 1)
       in /= 2;
     else if (batch > min_batch && batch > 1)

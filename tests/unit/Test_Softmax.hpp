@@ -36,6 +36,42 @@ void run_long_rows() {
 TEST_F(TestCategory, softmax_long_rows_float) { run_long_rows<float>(); }
 TEST_F(TestCategory, softmax_long_rows_double) { run_long_rows<double>(); }
 
+// Rows longer than team scratch holds and than one GPU block keeps on chip, in column-major storage and as a
+// column window of a wider View (row pitch cols + 13, first element 3 elements past the allocation's start, so
+// no row is 16-byte aligned): these take the portable row kernel's streaming path on every backend and the
+// CUDA kernels' multi-block paths. Inputs of several kinds (moderate, +-1e30, one constant, subnormal, a large
+// offset), with NaN, +inf, -inf elements and rows of only -inf.
+template <class T>
+std::vector<T> long_row_values(std::size_t rows, std::size_t cols, int kind, std::uint64_t seed) {
+  const double ranges[][2] = {{-5.0, 5.0}, {-1e30, 1e30}, {0.5, 0.5}, {-1e-39, 1e-39}, {1e6, 1e6 + 30}};
+  auto v = kind == 2 ? std::vector<T>(rows * cols, T(0.5))
+                     : random_values<T>(rows * cols, ranges[kind][0], ranges[kind][1], seed);
+  const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+  auto row = [&](std::size_t i) { return v.begin() + i * cols; };
+  for (std::size_t i = 0; i < rows; i += 3) row(i)[(i * 7919) % cols] = -inf, row(i)[cols - 1 - i] = -inf;
+  if (rows > 1) row(1)[cols / 3] = nan;
+  if (rows > 2) std::fill(row(rows - 1), row(rows - 1) + cols, -inf);
+  if (rows > 4) row(4)[cols / 2] = inf;
+  return v;
+}
+
+template <class T>
+void run_long_rows_every_layout() {
+  const std::size_t shapes[][2] = {{14, 131071}, {7, 1048573}, {3, 2621447}, {2, 4194319}};
+  int kind = 0;
+  for (const auto& s : shapes) {
+    const std::size_t rows = s[0], cols = s[1];
+    for (int k = 0; k < 2; ++k, kind = (kind + 1) % 5) {
+      const auto v = long_row_values<T>(rows, cols, kind, rows * cols + k);
+      run_case<T, Kokkos::LayoutLeft>(rows, cols, v, k == 1);
+      for (auto impl : {softfuse::Implementation::automatic, softfuse::Implementation::portable})
+        run_case<T, Kokkos::LayoutStride>(rows, cols, v, k == 1, impl, Strides{cols + 13, 1, 3});
+    }
+  }
+}
+TEST_F(TestCategory, softmax_long_rows_every_layout_float) { run_long_rows_every_layout<float>(); }
+TEST_F(TestCategory, softmax_long_rows_every_layout_double) { run_long_rows_every_layout<double>(); }
+
 // NaN, +inf and -inf rows follow the reference framework; huge values do not overflow.
 template <class T>
 void run_special_values() {

@@ -4,6 +4,9 @@
 // 393216 and of the long one up to 2.7M, the split path beyond), against the double reference.
 // Include after backends/Test_<Backend>.hpp.
 
+#include <softfuse_linear_batchnorm_softmax.hpp>
+#include <softfuse_linear_gelu_softmax.hpp>
+
 #include "Test_Softmax_Common.hpp"
 
 namespace Test {
@@ -65,3 +68,33 @@ TEST_F(TestCategory, softmax_special_values_specialized) {
 }
 
 }  // namespace Test
+
+namespace TestImplementationReported {
+// Every operation returns the implementation that ran: the backend's specialization for Views it takes under
+// Implementation::automatic, the portable one when asked for or when the Views are not the specialization's.
+TEST_F(TestCategory, implementation_that_ran_is_reported) {
+  using softfuse::Implementation;
+  using M = Kokkos::View<float**, Kokkos::LayoutRight, ::Test::memory_space>;
+  using V = Kokkos::View<float*, ::Test::memory_space>;
+  const Implementation fast = ::Test::has_specialization() ? Implementation::specialized : Implementation::portable;
+  const TestExecSpace space;
+  const M x("x", 8, 16), y("y", 8, 16), w("w", 16, 16);
+  const Kokkos::View<float**, Kokkos::LayoutStride, ::Test::memory_space> strided(
+      y.data(), Kokkos::LayoutStride(4, 32, 8, 2));  // a column stride of 2: never specialized
+  const V b("b", 16), scale("scale", 1);
+  Kokkos::deep_copy(x, 0.5f);
+  EXPECT_EQ(softfuse::softmax(space, x, y), fast);
+  EXPECT_EQ(softfuse::softmax(space, x, y, Implementation::portable), Implementation::portable);
+  EXPECT_EQ(softfuse::softmax(space, strided, strided), Implementation::portable);
+  EXPECT_EQ(softfuse::linear_gelu_softmax(space, x, w, b, y), fast);
+  EXPECT_EQ(softfuse::linear_gelu_softmax(space, x, w, b, y, softfuse::Gelu::tanh, Implementation::portable),
+            Implementation::portable);
+  const softfuse::BatchNorm<V> bn{V("gamma", 16), V("beta", 16), V("running_mean", 16), V("running_var", 16),
+                                  softfuse::BatchNormMode::inference};
+  Kokkos::deep_copy(bn.running_var, 1.0f);
+  EXPECT_EQ(softfuse::linear_batchnorm_softmax(space, x, w, b, bn, scale, y), fast);
+  EXPECT_EQ(softfuse::linear_batchnorm_softmax(space, x, w, b, bn, scale, y, Implementation::portable),
+            Implementation::portable);
+  space.fence();
+}
+}  // namespace TestImplementationReported

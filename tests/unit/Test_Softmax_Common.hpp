@@ -43,9 +43,10 @@ struct Tolerance<double> {
   static constexpr double sum = 1e-10;
 };
 
-/// The strides (between rows, between columns) of a LayoutStride Matrix; {0, 0}: the default.
+/// The strides (between rows, between columns) of a LayoutStride Matrix; {0, 0}: the default. `first`: where
+/// element (0, 0) lies in the allocation (a column window of a wider View starts off its allocation's alignment).
 struct Strides {
-  std::size_t row = 0, col = 0;
+  std::size_t row = 0, col = 0, first = 0;
 };
 
 // A rows x cols matrix living inside a larger 1-D allocation, seen through a View of `Layout`.
@@ -53,10 +54,10 @@ struct Strides {
 // layout has bytes that must stay.
 template <class T, class Layout>
 struct Matrix {
-  std::size_t rows, cols, s0, s1;
+  std::size_t rows, cols, s0, s1, first;
   Kokkos::View<T*, memory_space> base;
 
-  Matrix(std::size_t r, std::size_t c, Strides strides = {}) : rows(r), cols(c) {
+  Matrix(std::size_t r, std::size_t c, Strides strides = {}) : rows(r), cols(c), first(strides.first) {
     if (std::is_same<Layout, Kokkos::LayoutRight>::value) {
       s0 = c, s1 = 1;
     } else if (std::is_same<Layout, Kokkos::LayoutLeft>::value) {
@@ -66,17 +67,17 @@ struct Matrix {
     } else {
       s0 = 2 * c + 1, s1 = 2;
     }
-    const std::size_t span = r == 0 || c == 0 ? 1 : (r - 1) * s0 + (c - 1) * s1 + 1;
+    const std::size_t span = first + (r == 0 || c == 0 ? 1 : (r - 1) * s0 + (c - 1) * s1 + 1);
     base = Kokkos::View<T*, memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "base"), span + 1);
   }
-  std::size_t offset(std::size_t i, std::size_t j) const { return i * s0 + j * s1; }
+  std::size_t offset(std::size_t i, std::size_t j) const { return first + i * s0 + j * s1; }
 
   Kokkos::View<T**, Layout, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> view() const {
     using V = Kokkos::View<T**, Layout, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     if constexpr (std::is_same<Layout, Kokkos::LayoutStride>::value) {
-      return V(base.data(), Kokkos::LayoutStride(rows, s0, cols, s1));
+      return V(base.data() + first, Kokkos::LayoutStride(rows, s0, cols, s1));
     } else {
-      return V(base.data(), rows, cols);
+      return V(base.data() + first, rows, cols);
     }
   }
 

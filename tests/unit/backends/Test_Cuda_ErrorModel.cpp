@@ -1,2 +1,3 @@
 #include "Test_Cuda.hpp"
 #include "Test_ErrorModel.hpp"
+#include "Test_CudaFailedCalls.hpp"
