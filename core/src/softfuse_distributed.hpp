@@ -12,6 +12,8 @@
 /// across ranks once, and finishes locally; results are the same bits on every rank. Every rank must make the
 /// same calls in the same order (they are collectives). Wrong arguments on any rank throw
 /// std::invalid_argument on every rank (extents that must agree are compared in one small all-reduce).
+/// Each returns the implementation that ran locally: Implementation::portable, except inference-mode BatchNorm
+/// (the single-process operation on the local rows, which needs no communication).
 /// With MPI the host waits for the reduction (device data staged through the host unless MPI is CUDA-aware);
 /// with NCCL everything is ordered on space.cuda_stream(), after one host synchronization for the extent check.
 
@@ -89,7 +91,7 @@ namespace distributed {
 /// x and y: rank-2 Views of float or double, any layout; y may be x. Reduction: one all-reduce of a (max, sum)
 /// pair per row (MPI: one user-defined reduction; NCCL: MAX, then SUM of the rescaled sums).
 template <class ExecSpace, class Comm, class XView, class YView>
-void softmax(const ExecSpace& space, const Comm& comm, const XView& x, const YView& y) {
+Implementation softmax(const ExecSpace& space, const Comm& comm, const XView& x, const YView& y) {
   constexpr const char* function = "softfuse::distributed::softmax";
   SOFTFUSE_IMPL_CHECK_SPACE("softfuse::distributed::softmax", ExecSpace);
   SOFTFUSE_IMPL_CHECK_COMMUNICATOR("softfuse::distributed::softmax", ExecSpace, Comm);
@@ -107,6 +109,7 @@ void softmax(const ExecSpace& space, const Comm& comm, const XView& x, const YVi
   Impl::distributed_row_softmax(space, comm, Impl::exec_view_t<ExecSpace, XView>(x),
                                 Impl::exec_view_t<ExecSpace, YView, false>(y), Impl::IdentityOp(), function, error,
                                 values, "softfuse::distributed::softmax");
+  return Implementation::portable;
 }
 
 /// Linear -> GELU -> softmax with the `out` features spread over the ranks: x [batch, in] the same on every rank,
@@ -115,7 +118,7 @@ void softmax(const ExecSpace& space, const Comm& comm, const XView& x, const YVi
 /// the row statistics in one pass, one all-reduce of a (max, sum) pair per row as in softmax, and the write.
 /// Views as for softfuse::linear_gelu_softmax (the portable implementation runs; the GEMM in the Views' type).
 template <class ExecSpace, class Comm, class XView, class WView, class BView, class YView>
-void linear_gelu_softmax(const ExecSpace& space, const Comm& comm, const XView& x, const WView& weight,
+Implementation linear_gelu_softmax(const ExecSpace& space, const Comm& comm, const XView& x, const WView& weight,
                          const BView& bias, const YView& y, Gelu gelu = Gelu::exact) {
   constexpr const char* function = "softfuse::distributed::linear_gelu_softmax";
   SOFTFUSE_IMPL_CHECK_COMMUNICATOR("softfuse::distributed::linear_gelu_softmax", ExecSpace, Comm);
@@ -139,6 +142,7 @@ void linear_gelu_softmax(const ExecSpace& space, const Comm& comm, const XView& 
   else
     Impl::distributed_row_softmax(space, comm, yn, yn, Impl::BiasGeluOp<decltype(bn), false>{bn}, function, error,
                                   values, label);
+  return Implementation::portable;
 }
 
 /// Linear -> BatchNorm1d -> scale -> softmax with the batch spread over the ranks: x [local_batch, in] and
@@ -152,7 +156,7 @@ void linear_gelu_softmax(const ExecSpace& space, const Comm& comm, const XView& 
 /// softfuse::linear_batchnorm_softmax on the local rows.
 template <class ExecSpace, class Comm, class XView, class WView, class BView, class VectorView, class SView,
           class YView>
-void linear_batchnorm_softmax(const ExecSpace& space, const Comm& comm, const XView& x, const WView& weight,
+Implementation linear_batchnorm_softmax(const ExecSpace& space, const Comm& comm, const XView& x, const WView& weight,
                               const BView& bias, const BatchNorm<VectorView>& bn, const SView& scale, const YView& y) {
   constexpr const char* function = "softfuse::distributed::linear_batchnorm_softmax";
   SOFTFUSE_IMPL_CHECK_COMMUNICATOR("softfuse::distributed::linear_batchnorm_softmax", ExecSpace, Comm);
@@ -162,10 +166,7 @@ void linear_batchnorm_softmax(const ExecSpace& space, const Comm& comm, const XV
                                   "bn's Views", 1, XView);
   SOFTFUSE_IMPL_CHECK_INPUT_VIEW("softfuse::distributed::linear_batchnorm_softmax", ExecSpace, SView, "scale", 1,
                                  XView);
-  if (bn.mode == BatchNormMode::inference) {
-    softfuse::linear_batchnorm_softmax(space, x, weight, bias, bn, scale, y);
-    return;
-  }
+  if (bn.mode == BatchNormMode::inference) return softfuse::linear_batchnorm_softmax(space, x, weight, bias, bn, scale, y);
   using T = typename YView::non_const_value_type;
   const std::string error = Impl::local_error([&] {
     Impl::require_linear_extents(function, x, weight, bias, y);
@@ -215,6 +216,7 @@ void linear_batchnorm_softmax(const ExecSpace& space, const Comm& comm, const XV
   if (yn.extent(0) != 0 && out != 0)
     Impl::row_softmax(space, yn, yn, Impl::FeatureAffineOp<affine_type>{affine}, true,
                       "softfuse::distributed::linear_batchnorm_softmax");
+  return Implementation::portable;
 }
 
 }  // namespace distributed
