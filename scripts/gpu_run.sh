@@ -3,11 +3,16 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all|sanitize] [ARCH]       (default: all HOPPER90)
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed] [ARCH]       (default: all HOPPER90)
 #
 # sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos) and runs
 # compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
 # softfuse on small shapes.
+# distributed builds softfuse with MPI (Open MPI, /usr/bin/mpirun) and NCCL in build/cuda-distributed, runs the
+# softfuse::distributed tests on 1, 2 (and 4) GPUs, one rank each, over MPI and over NCCL, then the weak-scaling
+# runs of `softfuse --distributed` (each GPU holding a 4096 x 393216 softmax shard, 1024 rows of the
+# 1024 x 8192 x 8192 BatchNorm layer, 8192 features of the GELU layer) on 1, 2 (and 4) GPUs, and writes
+# distributed_scaling.json (perf/distributed_scaling.py: per-step medians, efficiency against one GPU).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
 # $OUT receives at most 8 files (what the device tool returns): logs.tar.gz (with the raw Google
@@ -76,6 +81,42 @@ fi
 stage bootstrap bash -c "bash scripts/bootstrap.sh --backend cuda --arch $arch --offline .gpu_bundle > '$logs/deps-path'"
 deps=$(tail -n1 "$logs/deps-path" 2>/dev/null)
 [ -f "$deps" ] || finish
+if [ "$what" = distributed ]; then
+  export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_PROC_BIND=false
+  gpus=$(nvidia-smi -L | grep -c '^GPU')
+  counts="1"; [ "$gpus" -ge 2 ] && counts="1;2"; [ "$gpus" -ge 4 ] && counts="1;2;4"
+  summary "distributed: $gpus GPUs, rank counts $counts; $(mpirun --version 2>&1 | head -n1)"
+  dbuild=$build-distributed
+  stage configure_distributed cmake -S . -B "$dbuild" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release \
+    -DSOFTFUSE_ENABLE_MPI=ON -DSOFTFUSE_ENABLE_NCCL=ON -DSOFTFUSE_ENABLE_BENCHMARKS=OFF \
+    "-DSOFTFUSE_DISTRIBUTED_GPU_RANKS=$counts" -DSOFTFUSE_DISTRIBUTED_RANKS=2 ${SOFTFUSE_CMAKE_ARGS:-}
+  stage build_distributed cmake --build "$dbuild" -j "$jobs" --target softfuse_cli softfuse_distributed_cuda \
+    softfuse_distributed_cuda_nccl
+  [ $status -eq 0 ] || finish
+  stage ctest_distributed ctest --test-dir "$dbuild" --output-on-failure --timeout 900 -R "^softfuse_distributed_cuda"
+  grep -E "tests passed|tests failed|Failed|\*\*\*" "$logs/ctest_distributed.log" | tee -a "$OUT/summary.txt"
+  for engine in mpi nccl; do
+    flag=""; [ $engine = nccl ] && flag=--nccl
+    for n in ${counts//;/ }; do
+      # small: every workload checked against the single-process operation on the gathered data
+      stage "check_${engine}_np$n" mpirun -np "$n" "$dbuild/examples/softfuse" --distributed all --size 0.05 \
+        $flag --kokkos-num-devices="$n"
+      grep -E "^  (check|cross)|^result" "$logs/check_${engine}_np$n.log" | sed "s/^/  $engine np$n: /" |
+        tee -a "$OUT/summary.txt"
+      for w in softmax batchnorm gelu; do
+        stage "scale_${engine}_${w}_np$n" mpirun -np "$n" "$dbuild/examples/softfuse" --distributed $w $flag \
+          --reps 20 --kokkos-num-devices="$n" --json "$logs/scale_${engine}_${w}_np$n.json"
+        grep -E "^  (time|check)" "$logs/scale_${engine}_${w}_np$n.log" | sed "s/^/  $engine $w np$n: /" |
+          tee -a "$OUT/summary.txt"
+      done
+    done
+  done
+  python3 perf/distributed_scaling.py --command "bash scripts/gpu_run.sh $script_args" --commit "$commit" \
+    "$logs"/scale_*.json >"$OUT/distributed_scaling.json" 2>>"$logs/summarize.log"
+  python3 perf/distributed_scaling.py --table "$OUT/distributed_scaling.json" | tee -a "$OUT/summary.txt"
+  finish
+fi
+
 stage configure cmake -S . -B "$build" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release ${SOFTFUSE_CMAKE_ARGS:-}
 stage build cmake --build "$build" -j "$jobs"
 [ $status -eq 0 ] || finish

@@ -6,6 +6,9 @@
 #
 # SOFTFUSE_BUILD_DIR overrides the build folder (default build/openmp). Where nvcc exists the
 # hand-tuned CUDA kernels are compiled too (there is no GPU here to run them: scripts/gpu_run.sh).
+# Open MPI (Debian's libopenmpi-dev and openmpi-bin) is installed when missing, and the softfuse::distributed
+# tests run under mpirun on 1 to 4 ranks; where NCCL's header and library exist (the CUDA toolkit ships them)
+# its code paths are compiled too.
 # Then the unit tests run again built with AddressSanitizer and UndefinedBehaviorSanitizer
 # (-O1 -g, build/openmp-asan or SOFTFUSE_ASAN_BUILD_DIR; SOFTFUSE_SANITIZERS=OFF skips it).
 set -euo pipefail
@@ -17,7 +20,17 @@ deps=$(bash "$root/scripts/bootstrap.sh" --backend openmp | tail -n1)
 cuda_kernels=OFF
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then cuda_kernels=ON; fi
 
-cmake -S "$root" -B "$build" -C "$deps" -DCMAKE_BUILD_TYPE=Release -DSOFTFUSE_CUDA_SPECIALIZED=$cuda_kernels
+if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicxx >/dev/null 2>&1; then
+  echo "test.sh: installing Open MPI (libopenmpi-dev, openmpi-bin)" >&2
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libopenmpi-dev openmpi-bin >/dev/null
+fi
+nccl=OFF
+if [ -f /usr/local/cuda/include/nccl.h ] || [ -f /usr/include/nccl.h ]; then nccl=ON; fi
+
+cmake -S "$root" -B "$build" -C "$deps" -DCMAKE_BUILD_TYPE=Release -DSOFTFUSE_CUDA_SPECIALIZED=$cuda_kernels \
+  -DSOFTFUSE_ENABLE_MPI=ON -DSOFTFUSE_ENABLE_NCCL=$nccl
 cmake --build "$build" -j "$jobs"
 export OMP_PROC_BIND=${OMP_PROC_BIND:-false}
 ctest --test-dir "$build" --output-on-failure "$@"

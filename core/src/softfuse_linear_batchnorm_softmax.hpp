@@ -11,6 +11,7 @@
 #include "softfuse_config.hpp"
 #include "softfuse_implementation.hpp"
 #include "softfuse_precision.hpp"
+#include "impl/softfuse_batchnorm_checks.hpp"
 #include "impl/softfuse_dispatch.hpp"
 #include "impl/softfuse_linear_batchnorm_softmax_portable.hpp"
 #include "impl/softfuse_linear_checks.hpp"
@@ -58,20 +59,8 @@ Implementation linear_batchnorm_softmax_run(const ExecSpace& space, const XView&
   const bool training = bn.mode == BatchNormMode::training;
   Impl::require_extents(!training || x.extent(0) > 1, function,
                         "training mode needs more than one row to compute batch statistics", "x", x, "y", y);
-  const char* const names[] = {"bn.gamma", "bn.beta", "bn.running_mean", "bn.running_var"};
-  const VectorView* const vectors[] = {&bn.gamma, &bn.beta, &bn.running_mean, &bn.running_var};
-  for (int k = 0; k < 4; ++k)
-    Impl::require_extents(vectors[k]->extent(0) == weight.extent(0), function,
-                          "BatchNorm parameters must have out = weight.extent(0) elements", names[k], *vectors[k],
-                          "weight", weight);
-  Impl::require_extents(scale.extent(0) == 1 || scale.extent(0) == weight.extent(0), function,
-                        "scale must have 1 element or out = weight.extent(0) elements", "scale", scale, "weight",
-                        weight);
+  Impl::require_batchnorm_extents(function, weight, bn, scale);
   const bool has_workspace = bn.workspace.extent(0) != 0;
-  Impl::require_extents(!has_workspace || (bn.workspace.extent(0) >= 3 * weight.extent(0) &&
-                                           bn.workspace.span_is_contiguous()),
-                        function, "bn.workspace must be empty or hold 3 * out = 3 * weight.extent(0) contiguous elements",
-                        "bn.workspace", bn.workspace, "weight", weight);
   return Impl::dispatch<Impl::LinearSpecialization<ExecSpace>>(
       function, implementation,
       [&](auto s) { return decltype(s)::applies_batchnorm(space, x, weight, bias, bn, scale, y); },

@@ -55,19 +55,17 @@ struct TeamSoftmax {
     run(team, x_row, y_row, row_cache, op);
   }
 
- private:
-  // Threads take blocks of B elements (Impl::RowBlocks): on GPUs B loads in flight per thread,
-  // interleaved so each load instruction of a warp is coalesced; on CPUs B consecutive elements, so
-  // each thread's inner loops vectorize. Each thread later reads back exactly the cache entries it
-  // wrote (same TeamThreadRange partition, same blocks), so no barrier separates the passes.
-  template <class Member, class XRow, class YRow, class Cache, class Op>
-  KOKKOS_INLINE_FUNCTION static void run(const Member& team, const XRow& x_row, const YRow& y_row,
-                                         const Cache& cache, const Op& op) {
-    using T = typename YRow::non_const_value_type;
+  /// The two passes of invoke on their own, for rows whose pieces lie in several places (softfuse::distributed
+  /// combines the pieces' statistics in between): row_stats returns the maximum and the rescaled sum of
+  /// op(j, x_j) over x_row (optionally keeping op(j, x_j) in `cache`, else pass Impl::NoCache()); write_row writes
+  /// y_j = exp(op(j, x_j) - max) * inv_sum, reading op(j, x_j) back from the same `cache`.
+  template <class T, class Member, class XRow, class Cache, class Op>
+  KOKKOS_INLINE_FUNCTION static Impl::RowStats<T> row_stats(const Member& team, const XRow& x_row, const Cache& cache,
+                                                            const Op& op) {
     using Space = typename Member::execution_space;
     constexpr bool cached = Kokkos::is_view<Cache>::value;
     constexpr int B = Impl::row_block_size<Space, cached>();
-    const std::int64_t n = y_row.extent(0);
+    const std::int64_t n = x_row.extent(0);
     const Impl::RowBlocks<B, Impl::row_blocks_interleaved<Space>()> blocks(n, team.team_size());
     const std::int64_t dj = blocks.spacing();
 
@@ -87,8 +85,21 @@ struct TeamSoftmax {
           }
         },
         Impl::RowStatsReducer<T>(stats));
+    return stats;
+  }
 
-    const T max = stats.max, inv = stats.inverse_sum();
+  template <class Member, class XRow, class YRow, class Cache, class Op>
+  KOKKOS_INLINE_FUNCTION static void write_row(const Member& team, const XRow& x_row, const YRow& y_row,
+                                               const Cache& cache, const Op& op,
+                                               const typename YRow::non_const_value_type max,
+                                               const typename YRow::non_const_value_type inv_sum) {
+    using T = typename YRow::non_const_value_type;
+    using Space = typename Member::execution_space;
+    constexpr bool cached = Kokkos::is_view<Cache>::value;
+    constexpr int B = Impl::row_block_size<Space, cached>();
+    const std::int64_t n = y_row.extent(0);
+    const Impl::RowBlocks<B, Impl::row_blocks_interleaved<Space>()> blocks(n, team.team_size());
+    const std::int64_t dj = blocks.spacing();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks.lanes()), [&](const std::int64_t lane) {
       for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
         const int len = blocks.length(j0);
@@ -99,10 +110,23 @@ struct TeamSoftmax {
             v = cache(j);
           else
             v = op(j, static_cast<T>(x_row(j)));
-          y_row(j) = Impl::row_exp(v - max) * inv;
+          y_row(j) = Impl::row_exp(v - max) * inv_sum;
         }
       }
     });
+  }
+
+ private:
+  // Threads take blocks of B elements (Impl::RowBlocks): on GPUs B loads in flight per thread,
+  // interleaved so each load instruction of a warp is coalesced; on CPUs B consecutive elements, so
+  // each thread's inner loops vectorize. Each thread later reads back exactly the cache entries it
+  // wrote (same TeamThreadRange partition, same blocks), so no barrier separates the passes.
+  template <class Member, class XRow, class YRow, class Cache, class Op>
+  KOKKOS_INLINE_FUNCTION static void run(const Member& team, const XRow& x_row, const YRow& y_row,
+                                         const Cache& cache, const Op& op) {
+    using T = typename YRow::non_const_value_type;
+    const Impl::RowStats<T> stats = row_stats<T>(team, x_row, cache, op);
+    write_row(team, x_row, y_row, cache, op, stats.max, stats.inverse_sum());
   }
 };
 

@@ -56,6 +56,15 @@ OPTIONS
   --check-cols N             features whose batch statistics are checked (training; default 64)
   --seed N                   input seed (default 1)
   -h, --help                 this text
+
+DISTRIBUTED (built with -DSOFTFUSE_ENABLE_MPI=ON; run under mpirun, one GPU per rank)
+  --distributed              run WORKLOAD (softmax, gelu = linear_gelu_softmax, batchnorm =
+                             linear_batchnorm_softmax) with softfuse::distributed, weak scaling: each rank holds
+                             the sizes above (softmax: a [rows, cols] column shard; gelu: `out` features;
+                             batchnorm: `batch` rows of the batch), timed per step (slowest rank, median), and
+                             checked against the single-process operation on the gathered data
+  --nccl                     NCCL instead of MPI (Kokkos::Cuda, -DSOFTFUSE_ENABLE_NCCL=ON)
+  --json FILE                rank 0 writes the timing and the check as JSON
 Kokkos' own options (--kokkos-threads=N, ...) are passed to Kokkos.
 
 What is checked. softmax: each checked row against the fp64 softmax of the same fp32 input (relative error,
@@ -89,6 +98,8 @@ struct Options {
   double size = 1;
   std::int64_t rows = -1, cols = -1, batch = -1, in = -1, out = -1;
   bool training = true, vector_scale = false, gelu_exact = true, host = false, cross_check = false;
+  bool distributed = false, nccl = false;
+  std::string json;
   softfuse::Implementation implementation = softfuse::Implementation::automatic;
   softfuse::Precision precision = softfuse::Precision::fp32;
   int reps = 5, check_rows = 16, check_cols = 64;
@@ -119,6 +130,8 @@ Options parse(int argc, char* argv[]) {
     if (arg.rfind("--kokkos", 0) == 0) continue;  // Kokkos' own
     if (arg == "-h" || arg == "--help") throw UsageError("");
     if (arg.rfind("--", 0) != 0) {
+      if (arg == "gelu") arg = "linear_gelu_softmax";
+      if (arg == "batchnorm") arg = "linear_batchnorm_softmax";
       if (arg != "all" && arg != "softmax" && arg != "linear_batchnorm_softmax" && arg != "linear_gelu_softmax")
         throw UsageError("unknown workload '" + arg + "'");
       o.workloads.push_back(arg);
@@ -126,6 +139,10 @@ Options parse(int argc, char* argv[]) {
     }
     if (arg == "--host") {
       o.host = true;
+      continue;
+    }
+    if (arg == "--distributed" || arg == "--nccl") {
+      (arg == "--nccl" ? o.nccl : o.distributed) = true;
       continue;
     }
     if (arg == "--cross-check") {
@@ -161,6 +178,7 @@ Options parse(int argc, char* argv[]) {
     else if (arg == "--reps") o.reps = static_cast<int>(parse_int(arg, value, 1));
     else if (arg == "--check-rows") o.check_rows = static_cast<int>(parse_int(arg, value, 1));
     else if (arg == "--check-cols") o.check_cols = static_cast<int>(parse_int(arg, value, 1));
+    else if (arg == "--json") o.json = value;
     else if (arg == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(arg, value, 0));
     else if (arg == "--implementation") {
       if (value == "auto") o.implementation = softfuse::Implementation::automatic;
@@ -640,6 +658,10 @@ bool run_all(const Options& opt) {
 
 }  // namespace
 
+#ifdef SOFTFUSE_HAVE_MPI
+#include "softfuse_cli_distributed.hpp"
+#endif
+
 int main(int argc, char* argv[]) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // results and stderr progress interleave in order
   Options opt;
@@ -650,6 +672,14 @@ int main(int argc, char* argv[]) {
     if (!help) std::fprintf(stderr, "softfuse: %s\n\n", e.what());
     std::fputs(usage_text, help ? stdout : stderr);
     return help ? 0 : 2;
+  }
+  if (opt.distributed) {
+#ifdef SOFTFUSE_HAVE_MPI
+    return run_distributed(opt, argc, argv);
+#else
+    std::fprintf(stderr, "softfuse: --distributed needs softfuse built with -DSOFTFUSE_ENABLE_MPI=ON\n");
+    return 2;
+#endif
   }
   int status = 0;
   Kokkos::initialize(argc, argv);

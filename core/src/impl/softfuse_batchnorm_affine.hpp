@@ -49,9 +49,30 @@ struct BatchNormInferenceFunctor {
   }
 };
 
+// Training mode's per-feature step once the batch statistics of feature j are known (mean and the sum m2 of
+// squared deviations over `count` rows): the affine map, and the running statistics.
+template <class Params, class BView, class RView>
+struct BatchNormTrainingUpdate {
+  Params params;
+  BView bias;
+  RView running_mean, running_var;
+  double momentum;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j, const double m, const double m2,
+                                         const double count) const {
+    const double var = m2 / count;
+    params.store(j, -m, var);
+    running_mean(j) = static_cast<typename RView::non_const_value_type>((1 - momentum) * running_mean(j) +
+                                                                        momentum * (m + bias(j)));
+    running_var(j) = static_cast<typename RView::non_const_value_type>((1 - momentum) * running_var(j) +
+                                                                       momentum * var * count / (count - 1));
+  }
+};
+
 // One team per tile of `columns` consecutive features; vector lanes take the columns, team threads
-// interleaved groups of rows, and the groups' partial sums meet in team scratch.
-template <class ExecSpace, class ZView, class Params, class BView, class RView>
+// interleaved groups of rows, and the groups' partial sums meet in team scratch. Each feature's two-pass
+// mean and sum of squared deviations go to finish(j, mean, m2, rows).
+template <class ExecSpace, class ZView, class Finish>
 struct BatchNormTrainingFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using scratch_space = typename ExecSpace::scratch_memory_space;
@@ -59,10 +80,7 @@ struct BatchNormTrainingFunctor {
   using mean_type = Kokkos::View<double*, scratch_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
   ZView z;  // [batch, out] bias-free logits
-  Params params;
-  BView bias;
-  RView running_mean, running_var;
-  double momentum;
+  Finish finish;
   int columns;
 
   static std::size_t scratch_bytes(int team_size, int columns) {
@@ -114,13 +132,7 @@ struct BatchNormTrainingFunctor {
     Kokkos::parallel_for(Kokkos::TeamVectorRange(team, nc), [&](const int c) {
       double s = 0;
       for (int g = 0; g < groups; ++g) s += partial(g, c);
-      const std::int64_t j = c0 + c;
-      const double m = mean(c), var = s / rows;
-      params.store(j, -m, var);
-      running_mean(j) = static_cast<typename RView::non_const_value_type>((1 - momentum) * running_mean(j) +
-                                                                          momentum * (m + bias(j)));
-      running_var(j) = static_cast<typename RView::non_const_value_type>((1 - momentum) * running_var(j) +
-                                                                         momentum * var * rows / (rows - 1));
+      finish(c0 + c, mean(c), s, static_cast<double>(rows));
     });
   }
 };
@@ -133,17 +145,17 @@ void batchnorm_affine_inference(const ExecSpace& space, const Params& params, co
                        BatchNormInferenceFunctor<Params, BView, RView>{params, bias, running_mean, running_var});
 }
 
-template <class ExecSpace, class ZView, class Params, class BView, class RView>
-void batchnorm_affine_training(const ExecSpace& space, const ZView& z, const Params& params, const BView& bias,
-                               const RView& running_mean, const RView& running_var, double momentum) {
-  using functor_type = BatchNormTrainingFunctor<ExecSpace, ZView, Params, BView, RView>;
+/// finish(j, mean, m2, rows) for every feature j of z [rows > 0, out], asynchronously on `space`.
+template <class ExecSpace, class ZView, class Finish>
+void batchnorm_column_moments(const ExecSpace& space, const ZView& z, const Finish& finish) {
+  using functor_type = BatchNormTrainingFunctor<ExecSpace, ZView, Finish>;
   // GPUs: a warp across 32 features, up to 32 row groups (full occupancy at 1024 rows x 8192 features on an
   // H100). CPUs: one thread streams all rows of 64 features.
   constexpr bool host = is_host_space<ExecSpace>();
   const int columns = host ? 64 : 32, lanes = host ? 1 : 32;
   const std::int64_t out = z.extent(1);
   const int league = static_cast<int>((out + columns - 1) / columns);
-  const functor_type functor{z, params, bias, running_mean, running_var, momentum, columns};
+  const functor_type functor{z, finish, columns};
   int groups = 1;
   if (!host) {
     Kokkos::TeamPolicy<ExecSpace> probe(space, league, 1, lanes);
@@ -153,6 +165,13 @@ void batchnorm_affine_training(const ExecSpace& space, const ZView& z, const Par
   Kokkos::TeamPolicy<ExecSpace> policy(space, league, groups, lanes);
   policy.set_scratch_size(0, Kokkos::PerTeam(functor_type::scratch_bytes(groups, columns)));
   Kokkos::parallel_for("softfuse::linear_batchnorm_softmax[batch statistics]", policy, functor);
+}
+
+template <class ExecSpace, class ZView, class Params, class BView, class RView>
+void batchnorm_affine_training(const ExecSpace& space, const ZView& z, const Params& params, const BView& bias,
+                               const RView& running_mean, const RView& running_var, double momentum) {
+  batchnorm_column_moments(space, z,
+                           BatchNormTrainingUpdate<Params, BView, RView>{params, bias, running_mean, running_var, momentum});
 }
 
 }  // namespace Impl

@@ -1,0 +1,3 @@
+#include "Test_Cuda.hpp"
+#include "Test_Distributed_Nccl.hpp"
+#include "Test_Distributed.hpp"

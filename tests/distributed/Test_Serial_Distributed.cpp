@@ -1,0 +1,3 @@
+#include "Test_Serial.hpp"
+#include "Test_Distributed_Mpi.hpp"
+#include "Test_Distributed.hpp"
