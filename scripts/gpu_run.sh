@@ -13,6 +13,7 @@
 # runs of `softfuse --distributed` (each GPU holding a 4096 x 393216 softmax shard, 1024 rows of the
 # 1024 x 8192 x 8192 BatchNorm layer, 8192 features of the GELU layer) on 1, 2 (and 4) GPUs, and writes
 # distributed_scaling.json (perf/distributed_scaling.py: per-step medians, efficiency against one GPU).
+# SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
 # $OUT receives at most 8 files (what the device tool returns): logs.tar.gz (with the raw Google
@@ -56,7 +57,7 @@ finish() {
 }
 
 summary "softfuse GPU run $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-commit=$(cat .gpu_bundle/commit.txt 2>/dev/null || git rev-parse --short HEAD 2>/dev/null)
+commit=${SOFTFUSE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || cat .gpu_bundle/commit.txt 2>/dev/null)}
 summary "commit $commit; $what $arch"
 nvidia-smi >"$logs/nvidia-smi.log" 2>&1
 
