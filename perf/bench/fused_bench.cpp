@@ -3,7 +3,7 @@
 // linear_gelu_softmax (exact GELU), and KokkosBlas::gemm alone on the same shapes and buffers in the same run,
 // with the ratio of the two (of_gemm: 1.0 = at GEMM speed).
 //
-//   softfuse_bench_fused [--shapes=1024x8192x8192,256x2048x2048] [google-benchmark flags]
+//   softfuse_bench_fused [--shapes=1024x8192x8192,256x4096x4096] [google-benchmark flags]
 //
 // Shapes are batch x in x out. Each benchmark reports the median over its iterations (each fenced).
 
@@ -33,7 +33,7 @@ using Vector = Kokkos::View<float*, Space>;
 
 std::vector<Shape> default_shapes() {
   if (softfuse_bench::device_is_gpu()) return {{1024, 8192, 8192}};  // shared/WORKLOADS.md
-  return {{256, 2048, 2048}, {1024, 1024, 1024}};                     // seconds on a 2-core host
+  return {{1024, 8192, 8192}, {256, 4096, 4096}};
 }
 
 struct Buffers {

@@ -1,8 +1,11 @@
 // Google Benchmark for softfuse::softmax: GB/s (one read and one write of each element counted)
-// and, in the same run on the same buffers, the device copy's GB/s and the ratio of the two.
+// and, in the same run on the same buffers, the copy's GB/s (Kokkos::deep_copy: the device copy on
+// GPUs, a parallel copy on hosts) and the ratio of the two (of_copy: 1.0 = copy speed).
 //
 //   softfuse_bench_softmax [--shapes=4096x393216,65536x1024] [google-benchmark flags]
 //
+// Default shapes: on GPUs the 14 fp32 shapes of the portable-path table (every row-length regime), for
+// copy, portable and (where built with the CUDA specialization) specialized; on hosts the three CPU shapes.
 // Each benchmark reports the median over its iterations (each fenced), not the mean.
 
 #include <Kokkos_Core.hpp>
@@ -27,9 +30,11 @@ using Space = Kokkos::DefaultExecutionSpace;
 using Shape = std::pair<std::int64_t, std::int64_t>;
 
 std::vector<Shape> default_shapes() {
-  if (softfuse_bench::device_is_gpu())  // shared/WORKLOADS.md
-    return {{4096, 393216}, {65536, 1024}, {32768, 8192}, {8192, 32768}, {1024, 8192}, {128, 1048576}};
-  return {{4096, 65536}, {65536, 1024}, {1024, 8192}};  // what a 2-core host holds
+  if (softfuse_bench::device_is_gpu())
+    return {{4096, 393216}, {65536, 1024}, {32768, 8192}, {8192, 32768}, {1024, 8192},  {128, 1048576},
+            {16384, 4096},  {2048, 131072}, {512, 524288}, {256, 2097152}, {32, 8388608}, {1, 33554432},
+            {4194304, 32},  {100000, 1000}};
+  return {{4096, 65536}, {65536, 1024}, {64, 1048576}};
 }
 
 struct Buffers {

@@ -40,8 +40,8 @@ struct SplitRowsBase {
   };
   KOKKOS_INLINE_FUNCTION Chunk chunk_of(const member_type& team) const {
     const int r = team.league_rank() / chunks, c = team.league_rank() - r * chunks;
-    const std::int64_t begin = c * chunk;
-    return {first_row + r, team.league_rank(), begin, std::min<std::int64_t>(begin + chunk, y.extent(1))};
+    const std::int64_t begin = c * chunk, cols = y.extent(1);
+    return {first_row + r, team.league_rank(), begin, begin + chunk < cols ? begin + chunk : cols};
   }
 };
 

@@ -38,7 +38,7 @@ struct PackedRowsFunctor {
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t cols = y.extent(1), base = first_row + std::int64_t(team.league_rank()) * team.team_size();
-    const std::int64_t count = std::min<std::int64_t>(team.team_size(), rows - base);
+    const std::int64_t count = rows - base < team.team_size() ? rows - base : team.team_size();
     row_cache_t<ExecSpace, T> scratch;
     if constexpr (Cached) scratch = row_cache_t<ExecSpace, T>(team.team_scratch(0), team.team_size() * cols);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](const std::int64_t r) {
