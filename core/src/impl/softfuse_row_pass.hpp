@@ -75,8 +75,12 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
         for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
           const int len = blocks.length(j0);
           T v[B];  // compile-time indices only (guarded by l < len), so GPUs keep it in registers
-          for (int l = 0; l < B; ++l)
-            if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+          if (len == B) {  // unguarded: host compilers vectorize it without masks
+            for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+          } else {
+            for (int l = 0; l < B; ++l)
+              if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+          }
           if constexpr (cached)
             for (int l = 0; l < B; ++l)
               if (l < len) cache(j0 + l * dj) = v[l];
