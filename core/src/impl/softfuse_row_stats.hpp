@@ -15,7 +15,7 @@
 // -ffast-math); nothing where OpenMP is off and in device code.
 #if defined(_OPENMP) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
 #define SOFTFUSE_IMPL_PRAGMA(text) _Pragma(#text)
-#define SOFTFUSE_IMPL_SIMD_SUM(var) SOFTFUSE_IMPL_PRAGMA(omp simd reduction(+ : var))
+#define SOFTFUSE_IMPL_SIMD_SUM(var) SOFTFUSE_IMPL_PRAGMA(omp simd simdlen(16) reduction(+ : var))
 #else
 #define SOFTFUSE_IMPL_SIMD_SUM(var)
 #endif
