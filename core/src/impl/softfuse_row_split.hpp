@@ -94,9 +94,9 @@ void split_row_softmax(const ExecSpace& space, const XView& x, const YView& y, c
   b.part_sum = decltype(b.part_sum)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::row_sum"), units);
   SplitStatsFunctor<ExecSpace, XView, YView, Op> stats{b};
   SplitWriteFunctor<ExecSpace, XView, YView, Op> write{b};
-  const int team = std::max(1, std::min({plan.team_size,
-                                         policy_type(space, 1, 1).team_size_max(stats, Kokkos::ParallelForTag()),
-                                         policy_type(space, 1, 1).team_size_max(write, Kokkos::ParallelForTag())}));
+  const int team = launch_team_size(plan.team_size,
+                                    std::min(policy_type(space, 1, 1).team_size_max(stats, Kokkos::ParallelForTag()),
+                                             policy_type(space, 1, 1).team_size_max(write, Kokkos::ParallelForTag())));
   for (std::int64_t first = 0; first < rows; first += plan.group_rows) {
     const int league = static_cast<int>(std::min(plan.group_rows, rows - first) * plan.chunks);
     stats.first_row = write.first_row = first;

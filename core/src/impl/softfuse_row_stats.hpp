@@ -33,7 +33,8 @@ struct RowStats {
   /// Adds the `len` values v[0..len) (len <= Block). Their maximum is found first, so the sum is
   /// rescaled at most once per block, and the exp loop has no branch. Every loop runs to a
   /// compile-time bound (partial blocks guard with l < len): GPUs keep v in registers, and host
-  /// compilers vectorize full blocks over Lanes independent chains.
+  /// compilers vectorize full blocks (the maximum over Lanes independent chains, the sum reordered
+  /// across SIMD lanes).
   template <int Block, int Lanes = (Block < 8 ? Block : (Block < 64 ? 8 : 16))>
   KOKKOS_INLINE_FUNCTION void add_block(const T (&v)[Block], const int len) {
     const bool full = len == Block;

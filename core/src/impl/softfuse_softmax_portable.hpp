@@ -74,7 +74,8 @@ struct TeamRowFunctor {
 };
 
 /// Runs `functor` over `rows` rows, one per team or (`packed`) one per team thread, in leagues of at most
-/// INT_MAX teams; the team size is the plan's within what the backend allows for this functor, and
+/// INT_MAX teams; the team size is the plan's within what the backend allows for this functor (a power of
+/// two), and
 /// `scratch_bytes(team_size)` the team scratch it takes.
 template <class ExecSpace, class Functor, class ScratchBytes>
 void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, bool packed, const RowPlan& plan,
@@ -82,7 +83,7 @@ void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, boo
   using policy_type = Kokkos::TeamPolicy<ExecSpace>;
   policy_type probe(space, 1, 1, plan.vector_length);
   probe.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes(plan.team_size)));
-  const int team = std::max(1, std::min(plan.team_size, probe.team_size_max(functor, Kokkos::ParallelForTag())));
+  const int team = launch_team_size(plan.team_size, probe.team_size_max(functor, Kokkos::ParallelForTag()));
   const std::int64_t per_team = packed ? team : 1, teams = (rows + per_team - 1) / per_team;
   for (std::int64_t t0 = 0; t0 < teams; t0 += INT_MAX) {
     const int league = static_cast<int>(std::min<std::int64_t>(teams - t0, INT_MAX));

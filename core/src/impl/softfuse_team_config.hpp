@@ -78,6 +78,16 @@ constexpr std::int64_t kPackedElementsPerLane = 32;
 constexpr int kGpuRowThreads = 256;  // threads of a packed or split team on GPUs
 constexpr int kGpuSplitWaves = 4;    // split teams per group: this many times what fills the GPU
 
+/// The team size to launch: the plan's, within what the backend allows for the functor (`max_team`),
+/// rounded down to a power of two. team_size_max can be any count of warps (a functor with more registers,
+/// e.g. for strided Views, gets 768 where a lighter one gets 1024), and the interleaved blocks and team
+/// reductions are only written for, and only measured with, powers of two.
+inline int launch_team_size(int planned, int max_team) {
+  int team = 1;
+  while (2 * team <= planned && 2 * team <= max_team) team *= 2;
+  return team;
+}
+
 enum class RowRegime { packed, team, split };
 
 struct RowPlan {
