@@ -110,7 +110,10 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
           v = cache(j);
         else
           v = op(j, static_cast<T>(x_row(j)));
-        y_row(j) = row_exp(v - max) * inv;
+        // op recomputed here may round differently from the statistics pass (other vectorization or
+        // contraction): v - max > 0 is clamped so that no element exceeds 1. NaN stays NaN.
+        const T d = v - max;
+        y_row(j) = row_exp(d > T(0) ? T(0) : d) * inv;
       }
     }
   });
