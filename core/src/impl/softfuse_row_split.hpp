@@ -72,9 +72,15 @@ struct SplitWriteFunctor : SplitRowsBase<ExecSpace, XView, YView, Op> {
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const auto c = this->chunk_of(team);
     const std::int64_t first_unit = c.unit - c.begin / this->chunk;
-    RowStats<T> stats = RowStats<T>::identity();
-    for (int k = 0; k < this->chunks; ++k)  // every thread, same order: few partials, read from cache
-      stats = RowStats<T>::combine(stats, {this->part_max(first_unit + k), this->part_sum(first_unit + k)});
+    // The row's partials joined by the whole team (a row may have thousands): every team of the row has the
+    // same size and joins them in the same order, so all get the same bits.
+    RowStats<T> stats;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, this->chunks),
+        [&](const int k, RowStats<T>& acc) {
+          acc = RowStats<T>::combine(acc, {this->part_max(first_unit + k), this->part_sum(first_unit + k)});
+        },
+        RowStatsReducer<T>(stats));
     const auto x_part = Kokkos::subview(this->x, c.row, Kokkos::make_pair(c.begin, c.end));
     const auto y_part = Kokkos::subview(this->y, c.row, Kokkos::make_pair(c.begin, c.end));
     row_write<T, base::B, base::interleaved>(TeamWorkers<member_type>{team}, x_part, y_part, NoCache(),

@@ -148,7 +148,8 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
   plan.group_rows = std::min(rows, std::max<std::int64_t>(1, group_elems / cols));
   const std::int64_t teams = host ? concurrency : kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads);
   const std::int64_t per_row = std::max<std::int64_t>(1, teams / plan.group_rows);
-  const std::int64_t unit = plan.team_size * row_block_size<ExecSpace, true>();  // one block per thread
+  // at least two blocks per thread: a team has its partial to join and store besides
+  const std::int64_t unit = 2 * plan.team_size * row_block_size<ExecSpace, true>();
   std::int64_t chunk = (cols + per_row - 1) / per_row;
   chunk = std::max(unit, (chunk + unit - 1) / unit * unit);
   plan.chunk = chunk;
