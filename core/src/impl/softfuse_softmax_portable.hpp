@@ -54,8 +54,8 @@ struct PackedRowsFunctor {
   }
 };
 
-/// Team: one team per row, held in team scratch (TeamSoftmax).
-template <class ExecSpace, class XView, class YView, class Op>
+/// Team: one team per row (TeamSoftmax), the row held in team scratch (`Cached`) or streamed twice.
+template <class ExecSpace, class XView, class YView, class Op, bool Cached>
 struct TeamRowFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using T = typename YView::non_const_value_type;
@@ -67,9 +67,16 @@ struct TeamRowFunctor {
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t i = first_row + team.league_rank();
-    row_softmax_pass<T, row_block_size<ExecSpace, true>(), row_blocks_interleaved<ExecSpace>()>(
-        TeamWorkers<member_type>{team}, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL),
-        row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)), op);
+    const auto x_row = Kokkos::subview(x, i, Kokkos::ALL);
+    const auto y_row = Kokkos::subview(y, i, Kokkos::ALL);
+    constexpr int B = row_block_size<ExecSpace, Cached>();
+    if constexpr (Cached)
+      row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(
+          TeamWorkers<member_type>{team}, x_row, y_row, row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)),
+          op);
+    else
+      row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(TeamWorkers<member_type>{team}, x_row, y_row,
+                                                                   NoCache(), op);
   }
 };
 
@@ -114,8 +121,12 @@ void row_softmax(const ExecSpace& space, const XView& x, const YView& y, const O
                     rows, true, plan, packed_bytes, label);
       break;
     case RowRegime::team:
-      launch_rows(space, TeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0}, rows, false, plan,
-                  [&](int) { return scratch_bytes(cols); }, label);
+      if (plan.cached)
+        launch_rows(space, TeamRowFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0}, rows, false, plan,
+                    [&](int) { return scratch_bytes(cols); }, label);
+      else
+        launch_rows(space, TeamRowFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0}, rows, false, plan,
+                    [](int) { return std::size_t(0); }, label);
       break;
     case RowRegime::split: split_row_softmax(space, x, y, op, plan, label); break;
   }

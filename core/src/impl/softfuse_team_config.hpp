@@ -77,6 +77,8 @@ constexpr std::size_t kHostGroupBytesPerThread = std::size_t(1) << 18;
 constexpr std::int64_t kPackedElementsPerLane = 32;
 constexpr int kGpuRowThreads = 256;  // threads of a packed or split team on GPUs
 constexpr int kGpuSplitWaves = 4;    // split teams per group: this many times what fills the GPU
+constexpr int kGpuStreamThreads = 1024;       // threads of a team streaming an uncached row
+constexpr int kGpuStreamRowsPerThread = 4;    // stream rows when rows x threads >= concurrency / this
 
 /// The team size to launch: the plan's, within what the backend allows for the functor (`max_team`),
 /// rounded down to a power of two. team_size_max can be any count of warps (a functor with more registers,
@@ -136,6 +138,16 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       std::int64_t t = 64;
       while (t < kGpuRowThreads && t * 8 < cols) t *= 2;
       plan.team_size = static_cast<int>(t);
+      return plan;
+    }
+    // Rows beyond team scratch, enough of them to keep every multiprocessor busy: one wide team per row,
+    // streaming it twice (the second read partly from cache). Measured on the H100 (docs/portable_path.md):
+    // faster than the split regime, whose per-group launches cost more than its second read from L2 saves,
+    // from 128 rows of 1M columns up; the split regime wins for fewer rows (32 x 8M, 1 x 33M).
+    if (rows * kGpuStreamThreads * kGpuStreamRowsPerThread >= concurrency) {
+      plan.regime = RowRegime::team;
+      plan.cached = false;
+      plan.team_size = kGpuStreamThreads;
       return plan;
     }
   }
