@@ -3,7 +3,7 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed] [ARCH]       (default: all HOPPER90)
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host] [ARCH]       (default: all HOPPER90)
 #
 # sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos) and runs
 # compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
@@ -13,6 +13,10 @@
 # runs of `softfuse --distributed` (each GPU holding a 4096 x 393216 softmax shard, 1024 rows of the
 # 1024 x 8192 x 8192 BatchNorm layer, 8192 features of the GELU layer) on 1, 2 (and 4) GPUs, and writes
 # distributed_scaling.json (perf/distributed_scaling.py: per-step medians, efficiency against one GPU).
+# host times the host path instead: the softmax benchmark on the host execution space (OpenMP, one
+# thread per core, --host: 4096x65536, 65536x1024, 64x1048576 against a parallel copy) and the reference
+# framework on the CPU with as many threads (perf/torch_baseline/cpu_torch.py: the same softmax shapes and
+# the fused layers), into bench_softmax_host.json and torch_cpu.json.
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
@@ -121,6 +125,17 @@ fi
 stage configure cmake -S . -B "$build" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release ${SOFTFUSE_CMAKE_ARGS:-}
 stage build cmake --build "$build" -j "$jobs"
 [ $status -eq 0 ] || finish
+
+if [ "$what" = host ]; then
+  cores=$(nproc)
+  export OMP_NUM_THREADS=$cores OMP_PROC_BIND=spread OMP_PLACES=threads
+  stage bench_softmax_host "$build/perf/softfuse_bench_softmax" --host --benchmark_out="$OUT/bench_softmax_host.json" \
+    --benchmark_out_format=json --benchmark_min_time=1
+  grep -E "^host_" "$logs/bench_softmax_host.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
+  stage torch_cpu python3 perf/torch_baseline/cpu_torch.py --threads "$cores" --json "$OUT/torch_cpu.json"
+  grep -E "^torch" "$logs/torch_cpu.log" | tee -a "$OUT/summary.txt"
+  finish
+fi
 
 if [ "$what" != bench ]; then
   export OMP_PROC_BIND=false

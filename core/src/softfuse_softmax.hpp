@@ -9,7 +9,7 @@
 #include "softfuse_config.hpp"
 #include "softfuse_implementation.hpp"
 #include "impl/softfuse_dispatch.hpp"
-#include "impl/softfuse_row_softmax.hpp"
+#include "impl/softfuse_softmax_portable.hpp"
 #include "impl/softfuse_softmax_spec.hpp"
 #include "impl/softfuse_view_checks.hpp"
 #ifdef SOFTFUSE_HAVE_CUDA_SPECIALIZED

@@ -19,25 +19,12 @@
 /// layers pass bias/GELU/BatchNorm that way): y = softmax(op(j, x_j)).
 
 #include <Kokkos_Core.hpp>
-#include <cstdint>
 #include <type_traits>
 
-#include "impl/softfuse_row_exp.hpp"
-#include "impl/softfuse_row_stats.hpp"
-#include "softfuse_team_config.hpp"
+#include "impl/softfuse_row_pass.hpp"
+#include "impl/softfuse_team_config.hpp"
 
 namespace softfuse {
-
-namespace Impl {
-struct NoCache {};
-
-struct IdentityOp {
-  template <class I, class T>
-  KOKKOS_INLINE_FUNCTION T operator()(const I, const T x) const {
-    return x;
-  }
-};
-}  // namespace Impl
 
 struct TeamSoftmax {
   template <class Member, class XRow, class YRow, class Op = Impl::IdentityOp,
@@ -64,28 +51,8 @@ struct TeamSoftmax {
                                                             const Op& op) {
     using Space = typename Member::execution_space;
     constexpr bool cached = Kokkos::is_view<Cache>::value;
-    constexpr int B = Impl::row_block_size<Space, cached>();
-    const std::int64_t n = x_row.extent(0);
-    const Impl::RowBlocks<B, Impl::row_blocks_interleaved<Space>()> blocks(n, team.team_size());
-    const std::int64_t dj = blocks.spacing();
-
-    Impl::RowStats<T> stats;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, blocks.lanes()),
-        [&](const std::int64_t lane, Impl::RowStats<T>& acc) {
-          for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
-            const int len = blocks.length(j0);
-            T v[B];  // compile-time indices only (guarded by l < len), so GPUs keep it in registers
-            for (int l = 0; l < B; ++l)
-              if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
-            if constexpr (cached)
-              for (int l = 0; l < B; ++l)
-                if (l < len) cache(j0 + l * dj) = v[l];
-            acc.add_block(v, len);
-          }
-        },
-        Impl::RowStatsReducer<T>(stats));
-    return stats;
+    return Impl::row_stats<T, Impl::row_block_size<Space, cached>(), Impl::row_blocks_interleaved<Space>()>(
+        Impl::TeamWorkers<Member>{team}, x_row, cache, op);
   }
 
   template <class Member, class XRow, class YRow, class Cache, class Op>
@@ -96,31 +63,11 @@ struct TeamSoftmax {
     using T = typename YRow::non_const_value_type;
     using Space = typename Member::execution_space;
     constexpr bool cached = Kokkos::is_view<Cache>::value;
-    constexpr int B = Impl::row_block_size<Space, cached>();
-    const std::int64_t n = y_row.extent(0);
-    const Impl::RowBlocks<B, Impl::row_blocks_interleaved<Space>()> blocks(n, team.team_size());
-    const std::int64_t dj = blocks.spacing();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks.lanes()), [&](const std::int64_t lane) {
-      for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
-        const int len = blocks.length(j0);
-        for (int l = 0; l < len; ++l) {
-          const std::int64_t j = j0 + l * dj;
-          T v;
-          if constexpr (cached)
-            v = cache(j);
-          else
-            v = op(j, static_cast<T>(x_row(j)));
-          y_row(j) = Impl::row_exp(v - max) * inv_sum;
-        }
-      }
-    });
+    Impl::row_write<T, Impl::row_block_size<Space, cached>(), Impl::row_blocks_interleaved<Space>()>(
+        Impl::TeamWorkers<Member>{team}, x_row, y_row, cache, op, max, inv_sum);
   }
 
  private:
-  // Threads take blocks of B elements (Impl::RowBlocks): on GPUs B loads in flight per thread,
-  // interleaved so each load instruction of a warp is coalesced; on CPUs B consecutive elements, so
-  // each thread's inner loops vectorize. Each thread later reads back exactly the cache entries it
-  // wrote (same TeamThreadRange partition, same blocks), so no barrier separates the passes.
   template <class Member, class XRow, class YRow, class Cache, class Op>
   KOKKOS_INLINE_FUNCTION static void run(const Member& team, const XRow& x_row, const YRow& y_row,
                                          const Cache& cache, const Op& op) {

@@ -1,9 +1,10 @@
 // Google Benchmark for the fused layers: time and TFLOP/s (2 batch in out flops) of linear_batchnorm_softmax
 // (training and inference, scalar scale, with a workspace; training also without, allocating per call) and
-// linear_gelu_softmax (exact GELU), and KokkosBlas::gemm alone on the same shapes and buffers in the same run,
-// with the ratio of the two (of_gemm: 1.0 = at GEMM speed).
+// linear_gelu_softmax (exact GELU), on GPUs also forced onto the portable path (`_portable`), and
+// KokkosBlas::gemm alone on the same shapes and buffers in the same run, with the ratio of the two
+// (of_gemm: 1.0 = at GEMM speed).
 //
-//   softfuse_bench_linear [--shapes=1024x8192x8192,256x2048x2048] [google-benchmark flags]
+//   softfuse_bench_linear [--shapes=1024x8192x8192,256x4096x4096] [google-benchmark flags]
 //
 // Shapes are batch x in x out. Each benchmark reports the median over its iterations (each fenced).
 
@@ -33,7 +34,7 @@ using Vector = Kokkos::View<float*, Space>;
 
 std::vector<Shape> default_shapes() {
   if (softfuse_bench::device_is_gpu()) return {{1024, 8192, 8192}};  // shared/WORKLOADS.md
-  return {{256, 2048, 2048}, {1024, 1024, 1024}};                     // seconds on a 2-core host
+  return {{1024, 8192, 8192}, {256, 4096, 4096}};
 }
 
 struct Buffers {
@@ -102,16 +103,19 @@ void bm_gemm(benchmark::State& state, Shape s) {
 }
 
 // With a caller's workspace (the fast way), or without (each call allocates and frees one).
-void bm_batchnorm(benchmark::State& state, Shape s, softfuse::BatchNormMode mode, bool workspace) {
+void bm_batchnorm(benchmark::State& state, Shape s, softfuse::BatchNormMode mode, bool workspace,
+                  softfuse::Implementation impl) {
   run(state, s, [=](const Space& space, const Buffers& b) {
     softfuse::BatchNorm<Vector> bn{b.gamma, b.beta, b.running_mean, b.running_var, mode};
     if (workspace) bn.workspace = b.workspace;
-    softfuse::linear_batchnorm_softmax(space, b.x, b.w, b.b, bn, b.scale, b.y);
+    softfuse::linear_batchnorm_softmax(space, b.x, b.w, b.b, bn, b.scale, b.y, impl);
   });
 }
 
-void bm_gelu(benchmark::State& state, Shape s) {
-  run(state, s, [](const Space& space, const Buffers& b) { softfuse::linear_gelu_softmax(space, b.x, b.w, b.b, b.y); });
+void bm_gelu(benchmark::State& state, Shape s, softfuse::Implementation impl) {
+  run(state, s, [=](const Space& space, const Buffers& b) {
+    softfuse::linear_gelu_softmax(space, b.x, b.w, b.b, b.y, softfuse::Gelu::exact, impl);
+  });
 }
 
 std::vector<Shape> parse_shapes(int& argc, char** argv) {
@@ -130,11 +134,20 @@ int main(int argc, char** argv) {
       const auto add = [&](const std::string& what, auto&&... args) {
         benchmark::RegisterBenchmark((what + "/" + name).c_str(), args...)->UseRealTime()->Unit(benchmark::kMillisecond);
       };
+      constexpr auto automatic = softfuse::Implementation::automatic, portable = softfuse::Implementation::portable;
       add("gemm", bm_gemm, s);
-      add("linear_batchnorm_softmax_training", bm_batchnorm, s, softfuse::BatchNormMode::training, true);
-      add("linear_batchnorm_softmax_inference", bm_batchnorm, s, softfuse::BatchNormMode::inference, true);
-      add("linear_batchnorm_softmax_training_no_workspace", bm_batchnorm, s, softfuse::BatchNormMode::training, false);
-      add("linear_gelu_softmax_exact", bm_gelu, s);
+      add("linear_batchnorm_softmax_training", bm_batchnorm, s, softfuse::BatchNormMode::training, true, automatic);
+      add("linear_batchnorm_softmax_inference", bm_batchnorm, s, softfuse::BatchNormMode::inference, true, automatic);
+      add("linear_batchnorm_softmax_training_no_workspace", bm_batchnorm, s, softfuse::BatchNormMode::training, false,
+          automatic);
+      add("linear_gelu_softmax_exact", bm_gelu, s, automatic);
+      if (softfuse_bench::device_is_gpu()) {  // on hosts the portable path is the automatic one
+        add("linear_batchnorm_softmax_training_portable", bm_batchnorm, s, softfuse::BatchNormMode::training, true,
+            portable);
+        add("linear_batchnorm_softmax_inference_portable", bm_batchnorm, s, softfuse::BatchNormMode::inference, true,
+            portable);
+        add("linear_gelu_softmax_exact_portable", bm_gelu, s, portable);
+      }
     }
     softfuse_bench::run_registered(argc, argv);
     buffer_cache().clear();  // Views must go before Kokkos::finalize

@@ -1,8 +1,12 @@
 // Google Benchmark for softfuse::softmax: GB/s (one read and one write of each element counted)
-// and, in the same run on the same buffers, the device copy's GB/s and the ratio of the two.
+// and, in the same run on the same buffers, the copy's GB/s (Kokkos::deep_copy: the device copy on
+// GPUs, a parallel copy on hosts) and the ratio of the two (of_copy: 1.0 = copy speed).
 //
-//   softfuse_bench_softmax [--shapes=4096x393216,65536x1024] [google-benchmark flags]
+//   softfuse_bench_softmax [--host] [--shapes=4096x393216,65536x1024] [google-benchmark flags]
 //
+// --host times the default host execution space (e.g. OpenMP in a CUDA build) instead of the default one.
+// Default shapes: on GPUs the 14 fp32 shapes of the portable-path table (every row-length regime), for
+// copy, portable and (where built with the CUDA specialization) specialized; on hosts the three CPU shapes.
 // Each benchmark reports the median over its iterations (each fenced), not the mean.
 
 #include <Kokkos_Core.hpp>
@@ -23,72 +27,101 @@
 
 namespace {
 
-using Space = Kokkos::DefaultExecutionSpace;
 using Shape = std::pair<std::int64_t, std::int64_t>;
 
-std::vector<Shape> default_shapes() {
-  if (softfuse_bench::device_is_gpu())  // shared/WORKLOADS.md
-    return {{4096, 393216}, {65536, 1024}, {32768, 8192}, {8192, 32768}, {1024, 8192}, {128, 1048576}};
-  return {{4096, 65536}, {65536, 1024}, {1024, 8192}};  // what a 2-core host holds
+std::vector<Shape> default_shapes(bool gpu) {
+  if (gpu)
+    return {{4096, 393216}, {65536, 1024}, {32768, 8192}, {8192, 32768}, {1024, 8192},  {128, 1048576},
+            {16384, 4096},  {2048, 131072}, {512, 524288}, {256, 2097152}, {32, 8388608}, {1, 33554432},
+            {4194304, 32},  {100000, 1000}};
+  return {{4096, 65536}, {65536, 1024}, {64, 1048576}};
 }
 
-struct Buffers {
-  Kokkos::View<float**, Kokkos::LayoutRight, Space> x, y;
-  double copy_median_s = 0;
+template <class Space>
+struct Bench {
+  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Space>;
+  struct Buffers {
+    Matrix x, y;
+    double copy_median_s = 0;
+  };
+
+  static std::map<Shape, Buffers>& buffer_cache() {
+    static std::map<Shape, Buffers> cache;
+    return cache;
+  }
+
+  // One pair of buffers per shape, filled with uniform [0, 1) values; the copy timed once on them.
+  static Buffers& buffers(const Shape& s) {
+    auto& cache = buffer_cache();
+    auto it = cache.find(s);
+    if (it != cache.end()) return it->second;
+    cache.clear();  // keep one shape resident at a time
+    Buffers b;
+    b.x = Matrix(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"), s.first, s.second);
+    b.y = Matrix(Kokkos::view_alloc(Kokkos::WithoutInitializing, "y"), s.first, s.second);
+    Kokkos::Random_XorShift64_Pool<Space> pool(12345);
+    Kokkos::fill_random(b.x, pool, 1.0f);
+    Kokkos::deep_copy(b.y, b.x);
+    Space space;
+    b.copy_median_s = softfuse_bench::warm_median_seconds(space, 20, [&] { Kokkos::deep_copy(space, b.y, b.x); });
+    return cache.emplace(s, b).first->second;
+  }
+
+  static void copy(benchmark::State& state, Shape s) {
+    auto& b = buffers(s);
+    Space space;
+    std::vector<double> times;
+    for (auto _ : state) {
+      Kokkos::Timer t;
+      Kokkos::deep_copy(space, b.y, b.x);
+      space.fence();
+      times.push_back(t.seconds());
+    }
+    softfuse_bench::report_bandwidth(state, times, 2.0 * sizeof(float) * s.first * s.second, b.copy_median_s);
+  }
+
+  static void softmax(benchmark::State& state, Shape s, softfuse::Implementation impl) {
+    auto& b = buffers(s);
+    Space space;
+    std::vector<double> times;
+    for (auto _ : state) {
+      Kokkos::Timer t;
+      softfuse::softmax(space, b.x, b.y, impl);
+      space.fence();
+      times.push_back(t.seconds());
+    }
+    softfuse_bench::report_bandwidth(state, times, 2.0 * sizeof(float) * s.first * s.second, b.copy_median_s);
+  }
+
+  static void register_all(const std::vector<Shape>& shapes, const std::string& prefix) {
+    const bool has_specialization =
+        softfuse::Impl::SoftmaxSpecialization<Space, softfuse::Impl::const_view_t<Matrix>,
+                                              softfuse::Impl::view_t<Matrix>>::exists;
+    for (const auto& s : shapes) {
+      const std::string name = std::to_string(s.first) + "x" + std::to_string(s.second);
+      benchmark::RegisterBenchmark((prefix + "copy/" + name).c_str(), copy, s)->UseRealTime()->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark((prefix + "softmax_portable/" + name).c_str(), softmax, s,
+                                   softfuse::Implementation::portable)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      if (has_specialization)
+        benchmark::RegisterBenchmark((prefix + "softmax_specialized/" + name).c_str(), softmax, s,
+                                     softfuse::Implementation::specialized)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+  }
 };
 
-std::map<Shape, Buffers>& buffer_cache() {
-  static std::map<Shape, Buffers> cache;
-  return cache;
-}
-
-// One pair of buffers per shape, filled with uniform [0, 1) values; the copy timed once on them.
-Buffers& buffers(const Shape& s) {
-  auto& cache = buffer_cache();
-  auto it = cache.find(s);
-  if (it != cache.end()) return it->second;
-  cache.clear();  // keep one shape resident at a time
-  Buffers b;
-  b.x = decltype(b.x)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"), s.first, s.second);
-  b.y = decltype(b.y)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "y"), s.first, s.second);
-  Kokkos::Random_XorShift64_Pool<Space> pool(12345);
-  Kokkos::fill_random(b.x, pool, 1.0f);
-  Kokkos::deep_copy(b.y, b.x);
-  Space space;
-  b.copy_median_s = softfuse_bench::warm_median_seconds(space, 20, [&] { Kokkos::deep_copy(space, b.y, b.x); });
-  return cache.emplace(s, b).first->second;
-}
-
-void bm_copy(benchmark::State& state, Shape s) {
-  auto& b = buffers(s);
-  Space space;
-  std::vector<double> times;
-  for (auto _ : state) {
-    Kokkos::Timer t;
-    Kokkos::deep_copy(space, b.y, b.x);
-    space.fence();
-    times.push_back(t.seconds());
+/// Takes `--host` out of argv: whether it was there.
+bool take_host_flag(int& argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--host") continue;
+    for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+    --argc;
+    return true;
   }
-  softfuse_bench::report_bandwidth(state, times, 2.0 * sizeof(float) * s.first * s.second, b.copy_median_s);
-}
-
-void bm_softmax(benchmark::State& state, Shape s, softfuse::Implementation impl) {
-  auto& b = buffers(s);
-  Space space;
-  std::vector<double> times;
-  for (auto _ : state) {
-    Kokkos::Timer t;
-    softfuse::softmax(space, b.x, b.y, impl);
-    space.fence();
-    times.push_back(t.seconds());
-  }
-  softfuse_bench::report_bandwidth(state, times, 2.0 * sizeof(float) * s.first * s.second, b.copy_median_s);
-}
-
-std::vector<Shape> parse_shapes(int& argc, char** argv) {
-  std::vector<Shape> shapes;
-  for (const auto& d : softfuse_bench::take_shapes_flag(argc, argv)) shapes.emplace_back(d.at(0), d.at(1));
-  return shapes.empty() ? default_shapes() : shapes;
+  return false;
 }
 
 }  // namespace
@@ -96,24 +129,19 @@ std::vector<Shape> parse_shapes(int& argc, char** argv) {
 int main(int argc, char** argv) {
   Kokkos::initialize(argc, argv);
   {
-    const auto shapes = parse_shapes(argc, argv);
-    const bool has_specialization =
-        softfuse::Impl::SoftmaxSpecialization<Space, softfuse::Impl::const_view_t<Kokkos::View<float**, Space>>,
-                                              softfuse::Impl::view_t<Kokkos::View<float**, Space>>>::exists;
-    for (const auto& s : shapes) {
-      const std::string name = std::to_string(s.first) + "x" + std::to_string(s.second);
-      benchmark::RegisterBenchmark(("copy/" + name).c_str(), bm_copy, s)->UseRealTime()->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(("softmax_portable/" + name).c_str(), bm_softmax, s, softfuse::Implementation::portable)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
-      if (has_specialization)
-        benchmark::RegisterBenchmark(("softmax_specialized/" + name).c_str(), bm_softmax, s,
-                                     softfuse::Implementation::specialized)
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+    const bool host = take_host_flag(argc, argv);
+    std::vector<Shape> shapes;
+    for (const auto& d : softfuse_bench::take_shapes_flag(argc, argv)) shapes.emplace_back(d.at(0), d.at(1));
+    if (host) {
+      Bench<Kokkos::DefaultHostExecutionSpace>::register_all(shapes.empty() ? default_shapes(false) : shapes, "host_");
+    } else {
+      Bench<Kokkos::DefaultExecutionSpace>::register_all(
+          shapes.empty() ? default_shapes(softfuse_bench::device_is_gpu()) : shapes, "");
     }
     softfuse_bench::run_registered(argc, argv);
-    buffer_cache().clear();  // Views must go before Kokkos::finalize
+    // Views must go before Kokkos::finalize
+    Bench<Kokkos::DefaultHostExecutionSpace>::buffer_cache().clear();
+    Bench<Kokkos::DefaultExecutionSpace>::buffer_cache().clear();
   }
   Kokkos::finalize();
   return 0;

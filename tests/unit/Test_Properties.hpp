@@ -24,6 +24,8 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <softfuse_linear_batchnorm_softmax.hpp>
@@ -250,16 +252,19 @@ TEST_F(TestCategory, properties_softmax) {
 
 /// A random Linear layer (batch >= min_batch) whose logits are of a magnitude from 1e-30 to 10^max_exp (or of
 /// order 1 to 20), with a bias from 1e-3 to 1e3 times that, and special values in some rows of x.
+/// A given `shape` (batch x out, nonzero) keeps its batch and out and takes a small in.
 template <class T>
-Linear<T> random_linear(Rng& g, std::size_t min_batch, double max_exp, std::string& what) {
+Linear<T> random_linear(Rng& g, std::size_t min_batch, double max_exp, std::string& what,
+                        std::pair<std::size_t, std::size_t> shape = {0, 0}) {
   std::size_t batch = std::max(min_batch, pick_extent(g, 300)), in = coin(g, 0.03) ? 0 : pick_extent(g, 400),
               out = pick_extent(g, 400);
-  const bool long_rows = coin(g, 0.08);
+  const bool long_rows = !shape.first && coin(g, 0.08);
   if (long_rows) {  // rows beyond team scratch and one block's shared memory
     out = 65536 + below(g, 200000);
     batch = std::max<std::size_t>(min_batch, 1 + below(g, 6)), in = 1 + below(g, 3);
   }
-  while (batch * in * out > 3000000 || batch * out > (long_rows ? 1600000u : 100000u)) {
+  if (shape.first) batch = std::max(min_batch, shape.first), out = shape.second, in = 1 + below(g, 8);
+  while (!shape.first && (batch * in * out > 3000000 || batch * out > (long_rows ? 1600000u : 100000u))) {
     if (in > 1)
       in /= 2;
     else if (batch > min_batch && batch > 1)
@@ -327,10 +332,12 @@ inline softfuse::Implementation pick_implementation(Rng& g, std::string& what) {
   return automatic ? softfuse::Implementation::automatic : softfuse::Implementation::portable;
 }
 
+using Shape = std::pair<std::size_t, std::size_t>;
+
 struct GeluLayer {
   template <class T, class Layout>
-  static void run(Rng& g, std::string& what) {
-    const Linear<T> lin = random_linear<T>(g, 0, 30, what);
+  static void run(Rng& g, std::string& what, Shape shape = {0, 0}) {
+    const Linear<T> lin = random_linear<T>(g, 0, 30, what, shape);
     const auto gelu = coin(g) ? softfuse::Gelu::exact : softfuse::Gelu::tanh;
     what += std::string(gelu == softfuse::Gelu::exact ? ", exact " : ", tanh ") + layout_name<Layout>();
     const auto impl = pick_implementation(g, what);
@@ -348,11 +355,11 @@ struct GeluLayer {
 
 struct BatchNormLayer {
   template <class T, class Layout>
-  static void run(Rng& g, std::string& what) {
+  static void run(Rng& g, std::string& what, Shape shape = {0, 0}) {
     const bool training = coin(g);
     const auto mode = training ? BatchNormMode::training : BatchNormMode::inference;
     // float logits up to 1e17: the running variance (their square) must stay within float's range.
-    BatchNormCase<T> c(random_linear<T>(g, training ? 2 : 0, sizeof(T) == 4 ? 17 : 30, what), coin(g), g());
+    BatchNormCase<T> c(random_linear<T>(g, training ? 2 : 0, sizeof(T) == 4 ? 17 : 30, what, shape), coin(g), g());
     const Linear<T>& lin = c.lin;
     if (!training && coin(g)) set_running_statistics(g, c);  // near the logits' own (else far off them)
     const bool workspace = coin(g);
@@ -399,32 +406,123 @@ struct BatchNormLayer {
   }
 };
 
-/// One case of Layer on random float or double Views of a random layout.
+/// One case of Layer on random float or double Views of a random layout (of the given batch x out, if any).
 template <class Layer>
-void layer_case(Rng& g, std::string& what) {
+void layer_case(Rng& g, std::string& what, Shape shape = {0, 0}) {
   const bool single = coin(g);
   switch (below(g, 3)) {
     case 0:
-      single ? Layer::template run<float, Kokkos::LayoutRight>(g, what)
-             : Layer::template run<double, Kokkos::LayoutRight>(g, what);
+      single ? Layer::template run<float, Kokkos::LayoutRight>(g, what, shape)
+             : Layer::template run<double, Kokkos::LayoutRight>(g, what, shape);
       break;
     case 1:
-      single ? Layer::template run<float, Kokkos::LayoutLeft>(g, what)
-             : Layer::template run<double, Kokkos::LayoutLeft>(g, what);
+      single ? Layer::template run<float, Kokkos::LayoutLeft>(g, what, shape)
+             : Layer::template run<double, Kokkos::LayoutLeft>(g, what, shape);
       break;
     default:
-      single ? Layer::template run<float, Kokkos::LayoutStride>(g, what)
-             : Layer::template run<double, Kokkos::LayoutStride>(g, what);
+      single ? Layer::template run<float, Kokkos::LayoutStride>(g, what, shape)
+             : Layer::template run<double, Kokkos::LayoutStride>(g, what, shape);
       break;
   }
 }
 
+// ---- the portable row kernel's regimes ----------------------------------------------------------------------
+
+/// The arguments n in [lo, hi] where key(n) differs from key(n - 1): bisection between powers of two (plans
+/// change monotonically along rows and along columns between their switch points).
+template <class Key>
+std::vector<std::size_t> switch_points(std::size_t lo, std::size_t hi, const Key& key) {
+  std::vector<std::size_t> points;
+  for (std::size_t a = lo; a < hi;) {
+    std::size_t b = std::min(hi, 2 * a);
+    if (key(a) != key(b)) {
+      std::size_t l = a, h = b;  // key(l) == key(a) != key(h)
+      while (h - l > 1) {
+        const std::size_t m = l + (h - l) / 2;
+        (key(m) == key(a) ? l : h) = m;
+      }
+      points.push_back(h);
+      b = h;
+    }
+    a = b;
+  }
+  return points;
+}
+
+/// A shape at a switch point of the portable row kernel's plan (regime, team shape, caching) on this backend,
+/// or at the last chunk of a split row: rows 1, 2, 31, 33 or around a switch along rows; columns a switch
+/// point along columns, -1, +0 or +1. At most max_elements elements.
+template <class T>
+Shape regime_shape(Rng& g, bool cache, std::size_t max_elements, std::string& what) {
+  using namespace softfuse::Impl;
+  const TestExecSpace space;
+  const auto bytes = [](std::int64_t n) { return row_cache_t<TestExecSpace, T>::shmem_size(n); };
+  const auto plan = [&](std::size_t rows, std::size_t cols) { return plan_rows(space, rows, cols, sizeof(T), cache, bytes); };
+  const auto key = [](const RowPlan& p) { return std::make_tuple(int(p.regime), p.vector_length, p.team_size, p.cached); };
+  std::vector<std::size_t> row_choices = {1, 2, 31, 33};
+  const std::size_t probe_cols = coin(g) ? 64 : 4096;
+  for (std::size_t r : switch_points(1, 1 << 16, [&](std::size_t n) { return key(plan(n, probe_cols)); }))
+    for (std::size_t d : {r - 1, r, r + 1}) row_choices.push_back(d);
+  const std::size_t rows = row_choices[below(g, row_choices.size())];
+  auto cols_choices = switch_points(1, std::max<std::size_t>(2, max_elements / rows),
+                                    [&](std::size_t n) { return key(plan(rows, n)); });
+  std::size_t cols;
+  if (cols_choices.empty() || coin(g, 0.25)) {  // the last chunk of a split row holds one element
+    cols = std::max<std::size_t>(1, max_elements / rows / (1 + below(g, 8)));
+    const RowPlan p = plan(rows, cols);
+    if (p.regime == RowRegime::split && p.chunks > 1) cols = static_cast<std::size_t>(p.chunk * (p.chunks - 1) + 1);
+  } else {
+    cols = cols_choices[below(g, cols_choices.size())] + below(g, 3) - 1;
+  }
+  cols = std::max<std::size_t>(1, std::min(cols, max_elements / rows));
+  const RowPlan p = plan(rows, cols);
+  const char* regimes[] = {"packed", "team", "split"};
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " [%s regime, team %d, lanes %d%s, %lld chunks]", regimes[int(p.regime)], p.team_size,
+                p.vector_length, p.cached ? ", cached" : "", static_cast<long long>(p.chunks));
+  what = buf;
+  return {rows, cols};
+}
+
+TEST_F(TestCategory, properties_softmax_regimes) {
+  run_properties("properties_softmax_regimes", [](Rng& g, std::string& what) {
+    const bool single = coin(g);
+    std::string regime;
+    const Shape s = single ? regime_shape<float>(g, softfuse::Impl::row_cache_pays<TestExecSpace>(), 1 << 21, regime)
+                           : regime_shape<double>(g, softfuse::Impl::row_cache_pays<TestExecSpace>(), 1 << 21, regime);
+    what = std::string(single ? "float " : "double ") + std::to_string(s.first) + "x" + std::to_string(s.second) + regime;
+    switch (below(g, 3)) {
+      case 0: single ? softmax_case<float, Kokkos::LayoutRight>(g, s.first, s.second, what)
+                     : softmax_case<double, Kokkos::LayoutRight>(g, s.first, s.second, what); break;
+      case 1: single ? softmax_case<float, Kokkos::LayoutLeft>(g, s.first, s.second, what)
+                     : softmax_case<double, Kokkos::LayoutLeft>(g, s.first, s.second, what); break;
+      default: single ? softmax_case<float, Kokkos::LayoutStride>(g, s.first, s.second, what)
+                      : softmax_case<double, Kokkos::LayoutStride>(g, s.first, s.second, what); break;
+    }
+  });
+}
+
+/// The fused layers' row pass holds rows in team scratch wherever they fit: their switch points are those of
+/// cached rows (float's; double's fall at half the columns, also drawn now and then).
+TEST_F(TestCategory, properties_layer_regimes) {
+  run_properties("properties_layer_regimes", [](Rng& g, std::string& what) {
+    std::string regime;
+    const Shape s = coin(g) ? regime_shape<float>(g, true, 1 << 19, regime) : regime_shape<double>(g, true, 1 << 19, regime);
+    if (coin(g))
+      layer_case<GeluLayer>(g, what, s);
+    else
+      layer_case<BatchNormLayer>(g, what, s);
+    what += regime;
+  });
+}
+
 TEST_F(TestCategory, properties_linear_gelu_softmax) {
-  run_properties("properties_linear_gelu_softmax", layer_case<GeluLayer>);
+  run_properties("properties_linear_gelu_softmax", [](Rng& g, std::string& what) { layer_case<GeluLayer>(g, what); });
 }
 
 TEST_F(TestCategory, properties_linear_batchnorm_softmax) {
-  run_properties("properties_linear_batchnorm_softmax", layer_case<BatchNormLayer>);
+  run_properties("properties_linear_batchnorm_softmax",
+                 [](Rng& g, std::string& what) { layer_case<BatchNormLayer>(g, what); });
 }
 
 }  // namespace TestProperties

@@ -59,16 +59,22 @@ struct DistributedRowWriteFunctor {
   }
 };
 
-// One team per row, teams shaped as the single-process uncached row kernel's.
+// One team per row, shaped as the single-process kernel's streaming teams: wide on GPUs; on hosts one thread
+// per row while there are rows for every thread, else the threads shared out among the rows.
 template <class ExecSpace, class Functor>
-void launch_distributed_rows(const ExecSpace& space, Functor functor, std::int64_t rows, std::int64_t cols,
-                             const char* label) {
+void launch_distributed_rows(const ExecSpace& space, Functor functor, std::int64_t rows, const char* label) {
   using policy_type = Kokkos::TeamPolicy<ExecSpace>;
+  const std::int64_t threads = std::max(1, space.concurrency());
+  const std::int64_t planned =
+      is_host_space<ExecSpace>() ? std::max<std::int64_t>(1, threads / rows) : std::int64_t(kGpuStreamThreads);
   for (std::int64_t first = 0; first < rows; first += INT_MAX) {  // league sizes are int
     const int league = static_cast<int>(std::min<std::int64_t>(rows - first, INT_MAX));
     const int team_max = policy_type(space, league, 1).team_size_max(functor, Kokkos::ParallelForTag());
     functor.first_row = first;
-    Kokkos::parallel_for(label, policy_type(space, league, row_team_size(space, league, cols, team_max, false)),
+    Kokkos::parallel_for(label,
+                         policy_type(space, league, launch_team_size(static_cast<int>(std::min<std::int64_t>(
+                                                                         planned, INT_MAX)),
+                                                                     team_max)),
                          functor);
   }
 }
@@ -92,7 +98,7 @@ void local_row_stats(const ExecSpace& space, const XView& x, const StatsView& st
                          RowStatsIdentityFill<StatsView>{stats});
     return;
   }
-  launch_distributed_rows(space, DistributedRowStatsFunctor<ExecSpace, XView, StatsView, Op>{x, stats, op, 0}, rows, cols, label);
+  launch_distributed_rows(space, DistributedRowStatsFunctor<ExecSpace, XView, StatsView, Op>{x, stats, op, 0}, rows, label);
 }
 
 /// y(i, j) = exp(op(j, x(i, j)) - stats(i).max) * stats(i).inverse_sum(), asynchronously on `space`; x may be y.
@@ -101,7 +107,7 @@ void write_rows(const ExecSpace& space, const XView& x, const YView& y, const St
                 const char* label) {
   if (y.extent(0) == 0 || y.extent(1) == 0) return;
   launch_distributed_rows(space, DistributedRowWriteFunctor<ExecSpace, XView, YView, StatsView, Op>{x, y, stats, op, 0},
-                          y.extent(0), y.extent(1), label);
+                          y.extent(0), label);
 }
 
 }  // namespace Impl

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "softfuse_batchnorm_affine.hpp"
-#include "softfuse_row_softmax.hpp"
+#include "softfuse_softmax_portable.hpp"
 #include "softfuse_linear_gemm.hpp"
 
 namespace softfuse {

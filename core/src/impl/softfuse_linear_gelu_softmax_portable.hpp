@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "softfuse_row_softmax.hpp"
+#include "softfuse_softmax_portable.hpp"
 #include "softfuse_linear_gemm.hpp"
 #include "softfuse_math.hpp"
 

@@ -1,0 +1,133 @@
+#ifndef SOFTFUSE_IMPL_ROW_PASS_HPP
+#define SOFTFUSE_IMPL_ROW_PASS_HPP
+
+// The two passes over a row (or a chunk of one) that every portable row kernel is made of, for any group of
+// cooperating workers: a whole team (TeamThreadRange: TeamSoftmax, the team and split regimes) or the vector
+// lanes of one team thread (ThreadVectorRange: the packed regime). Rows are indexed only through their Views,
+// so any layout works.
+//
+// Workers take blocks of B elements (RowBlocks): on GPUs B loads in flight per worker, interleaved so each
+// load instruction of a warp is coalesced; on CPUs B consecutive elements, so each worker's inner loops
+// vectorize. Each worker later reads back exactly the cache entries it wrote (same partition), so no
+// barrier separates the passes.
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+#include "softfuse_row_exp.hpp"
+#include "softfuse_row_stats.hpp"
+#include "softfuse_team_config.hpp"
+
+namespace softfuse {
+namespace Impl {
+
+struct NoCache {};
+
+struct IdentityOp {
+  template <class I, class T>
+  KOKKOS_INLINE_FUNCTION T operator()(const I, const T x) const {
+    return x;
+  }
+};
+
+/// op applied to a chunk starting at column `offset` of its row: op sees the row's column indices.
+template <class Op>
+struct ShiftedOp {
+  Op op;
+  std::int64_t offset;
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(const std::int64_t j, const T x) const {
+    return op(j + offset, x);
+  }
+};
+
+/// The workers of a team: all its threads.
+template <class Member>
+struct TeamWorkers {
+  const Member& team;
+  KOKKOS_INLINE_FUNCTION std::int64_t count() const { return team.team_size(); }
+  KOKKOS_INLINE_FUNCTION auto range(const std::int64_t n) const { return Kokkos::TeamThreadRange(team, n); }
+};
+
+/// The workers of one team thread: its `lanes` vector lanes.
+template <class Member>
+struct VectorWorkers {
+  const Member& team;
+  int lanes;
+  KOKKOS_INLINE_FUNCTION std::int64_t count() const { return lanes; }
+  KOKKOS_INLINE_FUNCTION auto range(const std::int64_t n) const { return Kokkos::ThreadVectorRange(team, n); }
+};
+
+/// Max and sum of exp(v - max) over v = op(j, x_row(j)), every worker getting the result; keeps v in
+/// `cache` (a View of the row's extent, or NoCache).
+template <class T, int B, bool Interleaved, class Workers, class XRow, class Cache, class Op>
+KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
+                                             const Op& op) {
+  constexpr bool cached = Kokkos::is_view<Cache>::value;
+  const std::int64_t n = x_row.extent(0);
+  const RowBlocks<B, Interleaved> blocks(n, workers.count());
+  const std::int64_t dj = blocks.spacing();
+  RowStats<T> stats;
+  Kokkos::parallel_reduce(
+      workers.range(blocks.lanes()),
+      [&](const std::int64_t lane, RowStats<T>& acc) {
+        for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
+          const int len = blocks.length(j0);
+          T v[B];  // compile-time indices only (guarded by l < len), so GPUs keep it in registers
+          if (len == B) {  // unguarded: host compilers vectorize it without masks
+            for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+          } else {
+            for (int l = 0; l < B; ++l)
+              if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+          }
+          if constexpr (cached)
+            for (int l = 0; l < B; ++l)
+              if (l < len) cache(j0 + l * dj) = v[l];
+          acc.add_block(v, len);
+        }
+      },
+      RowStatsReducer<T>(stats));
+  return stats;
+}
+
+/// y_row(j) = exp(v_j - max) * inv, v_j from `cache` (filled by row_stats with the same workers) or
+/// recomputed as op(j, x_row(j)).
+template <class T, int B, bool Interleaved, class Workers, class XRow, class YRow, class Cache, class Op>
+KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row, const YRow& y_row, const Cache& cache,
+                                      const Op& op, const T max, const T inv) {
+  constexpr bool cached = Kokkos::is_view<Cache>::value;
+  const std::int64_t n = y_row.extent(0);
+  const RowBlocks<B, Interleaved> blocks(n, workers.count());
+  const std::int64_t dj = blocks.spacing();
+  Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
+    for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
+      const int len = blocks.length(j0);
+      for (int l = 0; l < len; ++l) {
+        const std::int64_t j = j0 + l * dj;
+        T v;
+        if constexpr (cached)
+          v = cache(j);
+        else
+          v = op(j, static_cast<T>(x_row(j)));
+        // op recomputed here may round differently from the statistics pass (other vectorization or
+        // contraction): v - max > 0 is clamped so that no element exceeds 1. NaN stays NaN.
+        const T d = v - max;
+        y_row(j) = row_exp(d > T(0) ? T(0) : d) * inv;
+      }
+    }
+  });
+}
+
+/// Both passes over one row: y_row = softmax(op(j, x_row(j))).
+template <class T, int B, bool Interleaved, class Workers, class XRow, class YRow, class Cache, class Op>
+KOKKOS_INLINE_FUNCTION void row_softmax_pass(const Workers& workers, const XRow& x_row, const YRow& y_row,
+                                             const Cache& cache, const Op& op) {
+  const RowStats<T> stats = row_stats<T, B, Interleaved>(workers, x_row, cache, op);
+  row_write<T, B, Interleaved>(workers, x_row, y_row, cache, op, stats.max, stats.inverse_sum());
+}
+
+}  // namespace Impl
+}  // namespace softfuse
+
+#endif

@@ -1,0 +1,145 @@
+#ifndef SOFTFUSE_IMPL_SOFTMAX_PORTABLE_HPP
+#define SOFTFUSE_IMPL_SOFTMAX_PORTABLE_HPP
+
+// The portable softmax, and the row kernel behind it and the fused layers: y(i, :) = softmax(op(j, x(i, j))),
+// Kokkos TeamPolicy kernels in the three regimes of softfuse_team_config.hpp (packed, team, split), each a
+// kernel of its own with its own register budget and team shape.
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "softfuse_row_pass.hpp"
+#include "softfuse_row_split.hpp"
+#include "softfuse_team_config.hpp"
+
+namespace softfuse {
+namespace Impl {
+
+template <class ExecSpace, class T>
+using row_cache_t =
+    Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+/// Packed: team thread r of team t owns row first_row + t * team_size + r, over its vector lanes; cached
+/// rows take consecutive stretches of the team's scratch.
+template <class ExecSpace, class XView, class YView, class Op, bool Cached>
+struct PackedRowsFunctor {
+  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T = typename YView::non_const_value_type;
+  static constexpr int B = row_block_size<ExecSpace, true>();
+
+  XView x;
+  YView y;
+  Op op;
+  std::int64_t first_row, rows;
+  int lanes;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    const std::int64_t cols = y.extent(1), base = first_row + std::int64_t(team.league_rank()) * team.team_size();
+    const std::int64_t count = rows - base < team.team_size() ? rows - base : team.team_size();
+    row_cache_t<ExecSpace, T> scratch;
+    if constexpr (Cached) scratch = row_cache_t<ExecSpace, T>(team.team_scratch(0), team.team_size() * cols);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](const std::int64_t r) {
+      const auto x_row = Kokkos::subview(x, base + r, Kokkos::ALL);
+      const auto y_row = Kokkos::subview(y, base + r, Kokkos::ALL);
+      const VectorWorkers<member_type> workers{team, lanes};
+      if constexpr (Cached)
+        row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(
+            workers, x_row, y_row, Kokkos::subview(scratch, Kokkos::make_pair(r * cols, (r + 1) * cols)), op);
+      else
+        row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(workers, x_row, y_row, NoCache(), op);
+    });
+  }
+};
+
+/// Team: one team per row (TeamSoftmax), the row held in team scratch (`Cached`) or streamed twice.
+template <class ExecSpace, class XView, class YView, class Op, bool Cached>
+struct TeamRowFunctor {
+  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T = typename YView::non_const_value_type;
+
+  XView x;
+  YView y;
+  Op op;
+  std::int64_t first_row;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    const std::int64_t i = first_row + team.league_rank();
+    const auto x_row = Kokkos::subview(x, i, Kokkos::ALL);
+    const auto y_row = Kokkos::subview(y, i, Kokkos::ALL);
+    constexpr int B = row_block_size<ExecSpace, Cached>();
+    if constexpr (Cached)
+      row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(
+          TeamWorkers<member_type>{team}, x_row, y_row, row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)),
+          op);
+    else
+      row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(TeamWorkers<member_type>{team}, x_row, y_row,
+                                                                   NoCache(), op);
+  }
+};
+
+/// Runs `functor` over `rows` rows, one per team or (`packed`) one per team thread, in leagues of at most
+/// INT_MAX teams; the team size is the plan's within what the backend allows for this functor (a power of
+/// two), and
+/// `scratch_bytes(team_size)` the team scratch it takes.
+template <class ExecSpace, class Functor, class ScratchBytes>
+void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, bool packed, const RowPlan& plan,
+                 const ScratchBytes& scratch_bytes, const char* label) {
+  using policy_type = Kokkos::TeamPolicy<ExecSpace>;
+  policy_type probe(space, 1, 1, plan.vector_length);
+  probe.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes(plan.team_size)));
+  const int team = launch_team_size(plan.team_size, probe.team_size_max(functor, Kokkos::ParallelForTag()));
+  const std::int64_t per_team = packed ? team : 1, teams = (rows + per_team - 1) / per_team;
+  for (std::int64_t t0 = 0; t0 < teams; t0 += INT_MAX) {
+    const int league = static_cast<int>(std::min<std::int64_t>(teams - t0, INT_MAX));
+    policy_type policy(space, league, team, plan.vector_length);
+    if (const std::size_t bytes = scratch_bytes(team)) policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
+    functor.first_row = t0 * per_team;
+    Kokkos::parallel_for(label, policy, functor);
+  }
+}
+
+/// y(i, :) = softmax(op(j, x(i, j))) for every row, asynchronously on `space` (the split regime allocates a
+/// small workspace per call); x may be y. Rows are held in team scratch where they fit and `cache` allows.
+template <class ExecSpace, class XView, class YView, class Op>
+void row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, bool cache, const char* label) {
+  using T = typename YView::non_const_value_type;
+  const std::int64_t rows = y.extent(0), cols = y.extent(1);
+  if (rows == 0 || cols == 0) return;
+  const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
+  const RowPlan plan = plan_rows(space, rows, cols, sizeof(T), cache, scratch_bytes);
+  const auto packed_bytes = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
+  switch (plan.regime) {
+    case RowRegime::packed:
+      if (plan.cached)
+        launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length},
+                    rows, true, plan, packed_bytes, label);
+      else
+        launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
+                    rows, true, plan, packed_bytes, label);
+      break;
+    case RowRegime::team:
+      if (plan.cached)
+        launch_rows(space, TeamRowFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0}, rows, false, plan,
+                    [&](int) { return scratch_bytes(cols); }, label);
+      else
+        launch_rows(space, TeamRowFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0}, rows, false, plan,
+                    [](int) { return std::size_t(0); }, label);
+      break;
+    case RowRegime::split: split_row_softmax(space, x, y, op, plan, label); break;
+  }
+}
+
+/// The portable softmax. On CPUs the second read of a row hits the cache anyway, so rows are held in team
+/// scratch only where that saves a memory pass (GPUs).
+template <class ExecSpace, class XView, class YView>
+void softmax_portable(const ExecSpace& space, const XView& x, const YView& y) {
+  row_softmax(space, x, y, IdentityOp(), row_cache_pays<ExecSpace>(), "softfuse::softmax[portable]");
+}
+
+}  // namespace Impl
+}  // namespace softfuse
+
+#endif

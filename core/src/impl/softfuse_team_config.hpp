@@ -1,0 +1,175 @@
+#ifndef SOFTFUSE_IMPL_TEAM_CONFIG_HPP
+#define SOFTFUSE_IMPL_TEAM_CONFIG_HPP
+
+// How the portable row kernels (softfuse_softmax_portable.hpp) cut the work into teams, from what Kokkos
+// reports about the backend (concurrency, team scratch, vector length), never from a device name.
+//
+// Three regimes, by row length and row count:
+//  - packed: several rows per team, one team thread per row, the row spread over the thread's vector lanes
+//    (GPUs: short rows, so a row costs no team barrier; host CPUs: every row that fits in a core's cache,
+//    one thread per row, vector length 1);
+//  - team: one team per row, the row held in team scratch (GPUs: rows up to the team-scratch limit, read
+//    from memory once);
+//  - split: each row cut into chunks over several teams (rows beyond team scratch, or too few rows to fill
+//    the machine): a statistics pass writes a partial (max, sum) per chunk, a write pass combines the row's
+//    partials and writes its chunk. Rows go in groups small enough that the write pass reads the group back
+//    from cache (GPU L2, CPU core caches).
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace softfuse {
+namespace Impl {
+
+template <class ExecSpace>
+constexpr bool is_host_space() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
+}
+
+/// Elements a thread takes at a time in the row passes. On GPUs: rows held in team scratch or registers with
+/// 8 interleaved loads in flight per thread; a whole team streaming an uncached row (TeamSoftmax without a
+/// cache) with 1 per thread in wide teams. On host CPUs a run of consecutive elements the compiler vectorizes.
+template <class ExecSpace, bool Cached>
+constexpr int row_block_size() {
+  return is_host_space<ExecSpace>() ? 64 : (Cached ? 8 : 1);
+}
+template <class ExecSpace>
+constexpr bool row_blocks_interleaved() {
+  return !is_host_space<ExecSpace>();
+}
+
+/// How the row passes cut a row of n elements into blocks of at most B elements, handed to `workers`
+/// cooperating threads or vector lanes: lane r takes the blocks starting at begin(r), begin(r) + step(), …
+/// < n, and block j0 holds j0 + l * spacing() for l < length(j0). Interleaved (GPUs): spacing() = workers,
+/// so every load instruction of a warp is coalesced. Contiguous (CPUs): each lane has one run of B
+/// consecutive elements (spacing() = 1 at compile time), which the compiler vectorizes.
+/// No division on the per-block path (64-bit division costs GPUs dozens of instructions).
+template <int B, bool Interleaved>
+struct RowBlocks {
+  std::int64_t n, workers;
+
+  KOKKOS_INLINE_FUNCTION RowBlocks(std::int64_t n_, std::int64_t workers_) : n(n_), workers(workers_) {}
+  KOKKOS_INLINE_FUNCTION std::int64_t spacing() const { return Interleaved ? workers : 1; }
+  KOKKOS_INLINE_FUNCTION std::int64_t lanes() const { return Interleaved ? workers : (n + B - 1) / B; }
+  KOKKOS_INLINE_FUNCTION std::int64_t begin(std::int64_t lane) const { return Interleaved ? lane : lane * B; }
+  KOKKOS_INLINE_FUNCTION std::int64_t step() const { return Interleaved ? B * workers : n; }
+  KOKKOS_INLINE_FUNCTION int length(std::int64_t j0) const {
+    if (j0 + (B - 1) * spacing() < n) return B;
+    return static_cast<int>((n - j0 + spacing() - 1) / spacing());
+  }
+};
+
+/// Whether holding a row in team scratch saves a memory pass: on GPUs yes; on CPUs the second read of a
+/// row already hits the cache, and scratch only adds a copy.
+template <class ExecSpace>
+constexpr bool row_cache_pays() {
+  return !is_host_space<ExecSpace>();
+}
+
+// Tunables, in units of what Kokkos reports. Rows of a split group: at most kGroupBytesPerThread bytes per
+// unit of concurrency (GPUs: a resident thread, so a group is a fraction of an L2; host CPUs: a core,
+// so a group stays in the cores' own caches). Packed rows on GPUs: at most kPackedElementsPerLane per lane.
+constexpr std::size_t kGpuGroupBytesPerThread = 96;
+constexpr std::size_t kHostGroupBytesPerThread = std::size_t(1) << 18;
+constexpr std::int64_t kPackedElementsPerLane = 32;
+constexpr int kGpuRowThreads = 256;  // threads of a packed or split team on GPUs
+constexpr int kGpuSplitWaves = 4;    // split teams per group: this many times what fills the GPU
+constexpr int kGpuStreamThreads = 1024;       // threads of a team streaming an uncached row
+constexpr int kGpuStreamRowsPerThread = 4;    // stream rows when rows x threads >= concurrency / this
+
+/// The team size to launch: the plan's, within what the backend allows for the functor (`max_team`),
+/// rounded down to a power of two. team_size_max can be any count of warps (a functor with more registers,
+/// e.g. for strided Views, gets 768 where a lighter one gets 1024), and the interleaved blocks and team
+/// reductions are only written for, and only measured with, powers of two.
+inline int launch_team_size(int planned, int max_team) {
+  int team = 1;
+  while (2 * team <= planned && 2 * team <= max_team) team *= 2;
+  return team;
+}
+
+enum class RowRegime { packed, team, split };
+
+struct RowPlan {
+  RowRegime regime = RowRegime::packed;
+  int team_size = 1;                       // packed: rows per team; team, split: threads per team
+  int vector_length = 1;                   // packed: lanes per row
+  bool cached = false;                     // packed, team: rows held in team scratch
+  std::int64_t chunk = 0, chunks = 1;      // split: elements per chunk, chunks per row
+  std::int64_t group_rows = 0;             // split: rows per group
+};
+
+/// The regime and team shape for rows x cols elements of `elem_bytes` bytes on `space`; `cache` allows
+/// holding rows in team scratch (`scratch_bytes(n)`: the scratch n elements take).
+template <class ExecSpace, class ScratchBytes>
+RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, std::size_t elem_bytes, bool cache,
+                  const ScratchBytes& scratch_bytes) {
+  using policy_type = Kokkos::TeamPolicy<ExecSpace>;
+  const std::int64_t concurrency = std::max(1, space.concurrency());
+  const std::size_t scratch_max = static_cast<std::size_t>(policy_type(space, 1, 1).scratch_size_max(0));
+  constexpr bool host = is_host_space<ExecSpace>();
+  RowPlan plan;
+  if (host) {
+    // One thread per row while there are rows for every thread: one parallel region, no barrier (a row
+    // beyond a core's cache is read back from the shared last-level cache or memory; measured faster than
+    // splitting it, whose two regions per group wait for every thread).
+    if (rows >= concurrency) {
+      plan.regime = RowRegime::packed;
+      plan.cached = cache && scratch_bytes(cols) <= scratch_max;
+      return plan;
+    }
+  } else {
+    const std::int64_t max_lanes = std::min<std::int64_t>(policy_type::vector_length_max(), 32);
+    if (cols <= max_lanes * kPackedElementsPerLane) {
+      std::int64_t lanes = 1;
+      while (lanes < max_lanes && lanes * 8 < cols) lanes *= 2;
+      plan.regime = RowRegime::packed;
+      plan.vector_length = static_cast<int>(lanes);
+      plan.team_size = static_cast<int>(kGpuRowThreads / lanes);
+      plan.cached = cache && scratch_bytes(plan.team_size * cols) <= scratch_max;
+      return plan;
+    }
+    // One team per cached row where the rows alone fill the GPU about twice over.
+    if (cache && scratch_bytes(cols) <= scratch_max && rows * kGpuRowThreads * 2 >= concurrency) {
+      plan.regime = RowRegime::team;
+      plan.cached = true;
+      std::int64_t t = 64;
+      while (t < kGpuRowThreads && t * 8 < cols) t *= 2;
+      plan.team_size = static_cast<int>(t);
+      return plan;
+    }
+    // Rows beyond team scratch, enough of them to keep every multiprocessor busy: one wide team per row,
+    // streaming it twice (the second read partly from cache). Measured on the H100 (docs/portable_path.md):
+    // faster than the split regime, whose per-group launches cost more than its second read from L2 saves,
+    // from 128 rows of 1M columns up; the split regime wins for fewer rows (32 x 8M, 1 x 33M).
+    if (rows * kGpuStreamThreads * kGpuStreamRowsPerThread >= concurrency) {
+      plan.regime = RowRegime::team;
+      plan.cached = false;
+      plan.team_size = kGpuStreamThreads;
+      return plan;
+    }
+  }
+  // Split: groups of whole rows within the cache budget; each group's chunks fill the machine.
+  plan.regime = RowRegime::split;
+  plan.team_size = host ? 1 : kGpuRowThreads;
+  const std::int64_t group_elems = std::max<std::int64_t>(
+      1, concurrency * static_cast<std::int64_t>(host ? kHostGroupBytesPerThread : kGpuGroupBytesPerThread) /
+             static_cast<std::int64_t>(elem_bytes));
+  plan.group_rows = std::min(rows, std::max<std::int64_t>(1, group_elems / cols));
+  const std::int64_t teams = host ? concurrency : kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads);
+  const std::int64_t per_row = std::max<std::int64_t>(1, teams / plan.group_rows);
+  // at least two blocks per thread: a team has its partial to join and store besides
+  const std::int64_t unit = 2 * plan.team_size * row_block_size<ExecSpace, true>();
+  std::int64_t chunk = (cols + per_row - 1) / per_row;
+  chunk = std::max(unit, (chunk + unit - 1) / unit * unit);
+  plan.chunk = chunk;
+  plan.chunks = (cols + chunk - 1) / chunk;
+  return plan;
+}
+
+}  // namespace Impl
+}  // namespace softfuse
+
+#endif
