@@ -31,7 +31,7 @@ int main(int argc, char* argv[]) {
   int failures = 0;
   Kokkos::initialize(argc, argv);
   {
-    using Space = Kokkos::DefaultExecutionSpace;
+    using Space       = Kokkos::DefaultExecutionSpace;
     using policy_type = Kokkos::TeamPolicy<Space>;
     using member_type = policy_type::member_type;
     using scratch_row = Kokkos::View<float*, Space::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -50,7 +50,7 @@ int main(int argc, char* argv[]) {
     policy.set_scratch_size(0, Kokkos::PerTeam(scratch_row::shmem_size(cols)));
     Kokkos::parallel_for(
         "user kernel", policy, KOKKOS_LAMBDA(const member_type& team) {
-          const int i = team.league_rank();
+          const int i      = team.league_rank();
           const auto x_row = Kokkos::subview(x, i, Kokkos::ALL);
           const auto p_row = Kokkos::subview(p, i, Kokkos::ALL);
           softfuse::TeamSoftmax::invoke(team, x_row, p_row, scratch_row(team.team_scratch(0), cols), op);
@@ -62,8 +62,8 @@ int main(int argc, char* argv[]) {
           Kokkos::single(Kokkos::PerTeam(team), [&] { entropy(i) = h; });
         });
 
-    auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p);
-    auto he = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), entropy);
+    auto hp      = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p);
+    auto he      = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), entropy);
     double worst = 0;
     std::vector<double> ref(cols);
     for (int i = 0; i < rows; ++i) {
@@ -74,7 +74,7 @@ int main(int argc, char* argv[]) {
         ref[j] /= s;
         h -= ref[j] > 0 ? ref[j] * std::log(ref[j]) : 0;
         const double err = std::abs(hp(i, j) - ref[j]) / ref[j];
-        worst = std::fmax(worst, err);
+        worst            = std::fmax(worst, err);
         if (!(err <= 1e-5)) ++failures;
       }
       if (!(std::abs(he(i) - h) <= 1e-4 * std::fmax(1.0, h))) ++failures;

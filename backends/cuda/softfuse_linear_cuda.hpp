@@ -46,8 +46,8 @@ struct LinearSpecialization<Kokkos::Cuda> {
   }
 
   template <class XView, class WView, class BView, class BN, class SView, class YView>
-  static bool applies_batchnorm(const Kokkos::Cuda& space, const XView& x, const WView& w, const BView& b,
-                                const BN& bn, const SView& scale, const YView& y) {
+  static bool applies_batchnorm(const Kokkos::Cuda& space, const XView& x, const WView& w, const BView& b, const BN& bn,
+                                const SView& scale, const YView& y) {
     using VectorView = decltype(bn.gamma);
     if constexpr (is_cuda_view_of<VectorView, float>() && is_cuda_view_of<SView, float>()) {
       return vector_contiguous(bn.gamma) && vector_contiguous(bn.beta) && vector_contiguous(bn.running_mean) &&
@@ -60,9 +60,19 @@ struct LinearSpecialization<Kokkos::Cuda> {
   template <class XView, class WView, class BView, class YView>
   static cuda_specialized::LinearOperands operands(const XView& x, const WView& w, const BView& b, const YView& y,
                                                    Precision precision, const float* split, std::int64_t ld_split) {
-    return {x.data(), row_pitch(x), w.data(), row_pitch(w), b.data(), y.data(), row_pitch(y),
-            static_cast<std::int64_t>(x.extent(0)), static_cast<std::int64_t>(x.extent(1)),
-            static_cast<std::int64_t>(w.extent(0)), gemm_precision(precision), split, ld_split};
+    return {x.data(),
+            row_pitch(x),
+            w.data(),
+            row_pitch(w),
+            b.data(),
+            y.data(),
+            row_pitch(y),
+            static_cast<std::int64_t>(x.extent(0)),
+            static_cast<std::int64_t>(x.extent(1)),
+            static_cast<std::int64_t>(w.extent(0)),
+            gemm_precision(precision),
+            split,
+            ld_split};
   }
 
   template <class XView, class WView, class BView, class YView>
@@ -80,10 +90,16 @@ struct LinearSpecialization<Kokkos::Cuda> {
     using VectorView = decltype(bn.gamma);
     if constexpr (takes<XView, WView, BView, YView>() && is_cuda_view_of<VectorView, float>() &&
                   is_cuda_view_of<SView, float>()) {
-      const cuda_specialized::BatchNormOperands bno{
-          bn.gamma.data(), bn.beta.data(), bn.running_mean.data(), bn.running_var.data(),
-          scale.data(),    static_cast<std::int64_t>(scale.extent(0)), training, bn.eps, bn.momentum,
-          bn.workspace.extent(0) ? bn.workspace.data() : nullptr};
+      const cuda_specialized::BatchNormOperands bno{bn.gamma.data(),
+                                                    bn.beta.data(),
+                                                    bn.running_mean.data(),
+                                                    bn.running_var.data(),
+                                                    scale.data(),
+                                                    static_cast<std::int64_t>(scale.extent(0)),
+                                                    training,
+                                                    bn.eps,
+                                                    bn.momentum,
+                                                    bn.workspace.extent(0) ? bn.workspace.data() : nullptr};
       cuda_specialized::linear_batchnorm_softmax(operands(x, w, b, y, precision, split, ld_split), bno,
                                                  space.cuda_stream());
     }

@@ -18,10 +18,9 @@ namespace softfuse {
 namespace Impl {
 
 template <class XView, class YView>
-struct SoftmaxSpecialization<
-    Kokkos::Cuda, XView, YView,
-    std::enable_if_t<std::is_same<typename XView::memory_space, Kokkos::CudaSpace>::value &&
-                     std::is_same<typename YView::memory_space, Kokkos::CudaSpace>::value>> {
+struct SoftmaxSpecialization<Kokkos::Cuda, XView, YView,
+                             std::enable_if_t<std::is_same<typename XView::memory_space, Kokkos::CudaSpace>::value &&
+                                              std::is_same<typename YView::memory_space, Kokkos::CudaSpace>::value>> {
   static constexpr bool exists = true;
 
   static bool applies(const Kokkos::Cuda& space, const XView& x, const YView& y) {

@@ -37,10 +37,10 @@
 #include "impl/softfuse_distributed_nccl_reduce.hpp"
 #endif
 
-#define SOFTFUSE_IMPL_CHECK_COMMUNICATOR(FUNCTION, SPACE, COMM)                                                \
-  static_assert(softfuse::Impl::IsCommunicator<COMM>::value,                                                   \
+#define SOFTFUSE_IMPL_CHECK_COMMUNICATOR(FUNCTION, SPACE, COMM)                                                      \
+  static_assert(softfuse::Impl::IsCommunicator<COMM>::value,                                                         \
                 FUNCTION ": the communicator must be a softfuse::distributed::MpiCommunicator or NcclCommunicator"); \
-  static_assert(softfuse::Impl::CommunicatorRunsOn<COMM, SPACE>::value,                                        \
+  static_assert(softfuse::Impl::CommunicatorRunsOn<COMM, SPACE>::value,                                              \
                 FUNCTION ": NcclCommunicator needs Kokkos::Cuda as the execution space")
 
 namespace softfuse {
@@ -63,8 +63,8 @@ struct CommunicatorRunsOn<distributed::NcclCommunicator, ExecSpace>
 #endif
 
 template <class ExecSpace, class View>
-using row_stats_view_t =
-    Kokkos::View<RowStats<typename View::non_const_value_type>*, Kokkos::Device<ExecSpace, typename View::memory_space>>;
+using row_stats_view_t = Kokkos::View<RowStats<typename View::non_const_value_type>*,
+                                      Kokkos::Device<ExecSpace, typename View::memory_space>>;
 
 // Local row statistics of op over x (logits or input), one reduction across ranks, then y from them.
 template <class ExecSpace, class Comm, class XView, class YView, class Op>
@@ -72,8 +72,8 @@ void distributed_row_softmax(const ExecSpace& space, const Comm& comm, const XVi
                              const char* function, const std::string& error, const AgreedValues& values,
                              const char* label) {
   Agreement<Comm> agreement(space, comm, values);
-  const row_stats_view_t<ExecSpace, YView> stats(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::row_stats"),
-                                                 error.empty() ? y.extent(0) : 0);
+  const row_stats_view_t<ExecSpace, YView> stats(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::row_stats"), error.empty() ? y.extent(0) : 0);
   if (error.empty()) local_row_stats(space, x, stats, op, label);
   require_agreement(function, error, values, agreement.wait());
   allreduce_row_stats(space, comm, stats);
@@ -119,20 +119,20 @@ Implementation softmax(const ExecSpace& space, const Comm& comm, const XView& x,
 /// Views as for softfuse::linear_gelu_softmax (the portable implementation runs; the GEMM in the Views' type).
 template <class ExecSpace, class Comm, class XView, class WView, class BView, class YView>
 Implementation linear_gelu_softmax(const ExecSpace& space, const Comm& comm, const XView& x, const WView& weight,
-                         const BView& bias, const YView& y, Gelu gelu = Gelu::exact) {
+                                   const BView& bias, const YView& y, Gelu gelu = Gelu::exact) {
   constexpr const char* function = "softfuse::distributed::linear_gelu_softmax";
   SOFTFUSE_IMPL_CHECK_COMMUNICATOR("softfuse::distributed::linear_gelu_softmax", ExecSpace, Comm);
   SOFTFUSE_IMPL_CHECK_LINEAR_VIEWS("softfuse::distributed::linear_gelu_softmax", ExecSpace, XView, WView, BView, YView);
   const std::string error = Impl::local_error([&] { Impl::require_linear_extents(function, x, weight, bias, y); });
-  const Impl::AgreedValues values{{error.empty() ? 1 : 0, static_cast<std::int64_t>(x.extent(0)),
-                                   static_cast<std::int64_t>(x.extent(1)),
-                                   static_cast<std::int64_t>(sizeof(typename YView::non_const_value_type))},
-                                  {"", "batch (x.extent(0))", "in (x.extent(1))", "value type"},
-                                  4,
-                                  0};
-  const Impl::exec_view_t<ExecSpace, XView> xn = x;
-  const Impl::exec_view_t<ExecSpace, WView> wn = weight;
-  const Impl::exec_view_t<ExecSpace, BView> bn = bias;
+  const Impl::AgreedValues values{
+      {error.empty() ? 1 : 0, static_cast<std::int64_t>(x.extent(0)), static_cast<std::int64_t>(x.extent(1)),
+       static_cast<std::int64_t>(sizeof(typename YView::non_const_value_type))},
+      {"", "batch (x.extent(0))", "in (x.extent(1))", "value type"},
+      4,
+      0};
+  const Impl::exec_view_t<ExecSpace, XView> xn        = x;
+  const Impl::exec_view_t<ExecSpace, WView> wn        = weight;
+  const Impl::exec_view_t<ExecSpace, BView> bn        = bias;
   const Impl::exec_view_t<ExecSpace, YView, false> yn = y;
   if (error.empty()) Impl::linear_gemm(space, xn, wn, yn);
   const char* label = "softfuse::distributed::linear_gelu_softmax";
@@ -157,7 +157,8 @@ Implementation linear_gelu_softmax(const ExecSpace& space, const Comm& comm, con
 template <class ExecSpace, class Comm, class XView, class WView, class BView, class VectorView, class SView,
           class YView>
 Implementation linear_batchnorm_softmax(const ExecSpace& space, const Comm& comm, const XView& x, const WView& weight,
-                              const BView& bias, const BatchNorm<VectorView>& bn, const SView& scale, const YView& y) {
+                                        const BView& bias, const BatchNorm<VectorView>& bn, const SView& scale,
+                                        const YView& y) {
   constexpr const char* function = "softfuse::distributed::linear_batchnorm_softmax";
   SOFTFUSE_IMPL_CHECK_COMMUNICATOR("softfuse::distributed::linear_batchnorm_softmax", ExecSpace, Comm);
   SOFTFUSE_IMPL_CHECK_LINEAR_VIEWS("softfuse::distributed::linear_batchnorm_softmax", ExecSpace, XView, WView, BView,
@@ -166,8 +167,9 @@ Implementation linear_batchnorm_softmax(const ExecSpace& space, const Comm& comm
                                   "bn's Views", 1, XView);
   SOFTFUSE_IMPL_CHECK_INPUT_VIEW("softfuse::distributed::linear_batchnorm_softmax", ExecSpace, SView, "scale", 1,
                                  XView);
-  if (bn.mode == BatchNormMode::inference) return softfuse::linear_batchnorm_softmax(space, x, weight, bias, bn, scale, y);
-  using T = typename YView::non_const_value_type;
+  if (bn.mode == BatchNormMode::inference)
+    return softfuse::linear_batchnorm_softmax(space, x, weight, bias, bn, scale, y);
+  using T                 = typename YView::non_const_value_type;
   const std::string error = Impl::local_error([&] {
     Impl::require_linear_extents(function, x, weight, bias, y);
     Impl::require_batchnorm_extents(function, weight, bn, scale);
@@ -181,12 +183,12 @@ Implementation linear_batchnorm_softmax(const ExecSpace& space, const Comm& comm
 
   using device_type = Kokkos::Device<ExecSpace, typename YView::memory_space>;
   using affine_type = Kokkos::View<T* [3], Kokkos::LayoutRight, device_type, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  using RView = Impl::exec_view_t<ExecSpace, VectorView, false>;
-  using PView = Impl::exec_view_t<ExecSpace, VectorView>;
-  using SN = Impl::exec_view_t<ExecSpace, SView>;
-  const Impl::exec_view_t<ExecSpace, BView> bias_n = bias;
+  using RView       = Impl::exec_view_t<ExecSpace, VectorView, false>;
+  using PView       = Impl::exec_view_t<ExecSpace, VectorView>;
+  using SN          = Impl::exec_view_t<ExecSpace, SView>;
+  const Impl::exec_view_t<ExecSpace, BView> bias_n    = bias;
   const Impl::exec_view_t<ExecSpace, YView, false> yn = y;
-  const std::int64_t out = error.empty() ? static_cast<std::int64_t>(weight.extent(0)) : 0;
+  const std::int64_t out                              = error.empty() ? static_cast<std::int64_t>(weight.extent(0)) : 0;
   const Kokkos::View<Impl::FeatureMoments*, device_type> moments(
       Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::feature_moments"), out);
   if (error.empty()) {
@@ -203,7 +205,7 @@ Implementation linear_batchnorm_softmax(const ExecSpace& space, const Comm& comm
   Kokkos::View<T*, device_type> owned;
   T* workspace = bn.workspace.extent(0) != 0 ? bn.workspace.data() : nullptr;
   if (!workspace) {
-    owned = decltype(owned)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::batchnorm_workspace"),
+    owned     = decltype(owned)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::batchnorm_workspace"),
                             3 * out);
     workspace = owned.data();
   }

@@ -33,11 +33,11 @@ enum class BatchNormMode { training, inference };
 ///   bn.mode = softfuse::BatchNormMode::inference;
 template <class VectorView>
 struct BatchNorm {
-  VectorView gamma, beta;                  ///< the affine weight and bias
-  VectorView running_mean, running_var;    ///< read in inference mode; updated in place in training mode
+  VectorView gamma, beta;                ///< the affine weight and bias
+  VectorView running_mean, running_var;  ///< read in inference mode; updated in place in training mode
   BatchNormMode mode = BatchNormMode::training;
-  double eps = 1e-5;                       ///< added to the variance
-  double momentum = 0.1;                   ///< running = (1 - momentum) running + momentum batch_stat
+  double eps         = 1e-5;  ///< added to the variance
+  double momentum    = 0.1;   ///< running = (1 - momentum) running + momentum batch_stat
   /// Optional scratch for the per-feature values, at least 3 * out contiguous elements. Without it each call
   /// allocates and frees its own, which costs time on GPUs (Kokkos 3.x's free synchronizes the device).
   VectorView workspace;
@@ -47,10 +47,10 @@ namespace Impl {
 
 // split, ld_split: a Tf32x3Weight's split (or nullptr) for Precision::tf32x3.
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
-Implementation linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
-                                  const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
-                                  Implementation implementation, Precision precision, const float* split,
-                                  std::int64_t ld_split) {
+Implementation linear_batchnorm_softmax_run(const ExecSpace& space, const XView& x, const WView& weight,
+                                            const BView& bias, const BatchNorm<VectorView>& bn, const SView& scale,
+                                            const YView& y, Implementation implementation, Precision precision,
+                                            const float* split, std::int64_t ld_split) {
   constexpr const char* function = "softfuse::linear_batchnorm_softmax";
   SOFTFUSE_IMPL_CHECK_LINEAR_VIEWS("softfuse::linear_batchnorm_softmax", ExecSpace, XView, WView, BView, YView);
   SOFTFUSE_IMPL_CHECK_OUTPUT_VIEW("softfuse::linear_batchnorm_softmax", ExecSpace, VectorView, "bn's Views", 1, XView);
@@ -72,8 +72,8 @@ Implementation linear_batchnorm_softmax_run(const ExecSpace& space, const XView&
         Impl::linear_batchnorm_softmax_portable(
             space, Impl::exec_view_t<ExecSpace, XView>(x), Impl::exec_view_t<ExecSpace, WView>(weight),
             Impl::exec_view_t<ExecSpace, BView>(bias), Impl::exec_view_t<ExecSpace, VectorView>(bn.gamma),
-            Impl::exec_view_t<ExecSpace, VectorView>(bn.beta), RView(bn.running_mean), RView(bn.running_var),
-            bn.eps, bn.momentum, training, Impl::exec_view_t<ExecSpace, SView>(scale),
+            Impl::exec_view_t<ExecSpace, VectorView>(bn.beta), RView(bn.running_mean), RView(bn.running_var), bn.eps,
+            bn.momentum, training, Impl::exec_view_t<ExecSpace, SView>(scale),
             Impl::exec_view_t<ExecSpace, YView, false>(y), has_workspace ? bn.workspace.data() : nullptr);
       });
 }
@@ -101,32 +101,33 @@ Implementation linear_batchnorm_softmax_run(const ExecSpace& space, const XView&
 /// Returns the implementation that ran: Implementation::specialized or Implementation::portable.
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
 Implementation linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
-                              const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
-                              Implementation implementation = Implementation::automatic,
-                              Precision precision = Precision::fp32) {
-  return Impl::linear_batchnorm_softmax_run(space, x, weight, bias, bn, scale, y, implementation, precision, nullptr, 0);
+                                        const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
+                                        Implementation implementation = Implementation::automatic,
+                                        Precision precision           = Precision::fp32) {
+  return Impl::linear_batchnorm_softmax_run(space, x, weight, bias, bn, scale, y, implementation, precision, nullptr,
+                                            0);
 }
 
 /// As above in Precision::tf32x3, with the weight's split made once (see Tf32x3Weight).
 template <class ExecSpace, class XView, class WView, class BView, class VectorView, class SView, class YView>
 Implementation linear_batchnorm_softmax(const ExecSpace& space, const XView& x, const Tf32x3Weight<WView>& weight,
-                              const BView& bias, const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
-                              Implementation implementation = Implementation::automatic) {
+                                        const BView& bias, const BatchNorm<VectorView>& bn, const SView& scale,
+                                        const YView& y, Implementation implementation = Implementation::automatic) {
   const auto& split = weight.split();
-  return Impl::linear_batchnorm_softmax_run(space, x, weight.weight(), bias, bn, scale, y, implementation, Precision::tf32x3,
-                                     split.extent(0) ? split.data() : nullptr,
-                                     static_cast<std::int64_t>(split.extent(1)));
+  return Impl::linear_batchnorm_softmax_run(space, x, weight.weight(), bias, bn, scale, y, implementation,
+                                            Precision::tf32x3, split.extent(0) ? split.data() : nullptr,
+                                            static_cast<std::int64_t>(split.extent(1)));
 }
 
 /// As above, on a default-constructed instance of y's execution space.
 template <class XView, class WView, class BView, class VectorView, class SView, class YView>
-Implementation linear_batchnorm_softmax(const XView& x, const WView& weight, const BView& bias, const BatchNorm<VectorView>& bn,
-                              const SView& scale, const YView& y,
-                              Implementation implementation = Implementation::automatic,
-                              Precision precision = Precision::fp32) {
+Implementation linear_batchnorm_softmax(const XView& x, const WView& weight, const BView& bias,
+                                        const BatchNorm<VectorView>& bn, const SView& scale, const YView& y,
+                                        Implementation implementation = Implementation::automatic,
+                                        Precision precision           = Precision::fp32) {
   static_assert(Kokkos::is_view<YView>::value, "softfuse::linear_batchnorm_softmax: y must be a Kokkos::View");
   return linear_batchnorm_softmax(typename YView::execution_space{}, x, weight, bias, bn, scale, y, implementation,
-                           precision);
+                                  precision);
 }
 
 }  // namespace softfuse

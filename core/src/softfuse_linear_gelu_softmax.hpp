@@ -31,8 +31,8 @@ namespace Impl {
 // split, ld_split: a Tf32x3Weight's split (or nullptr) for Precision::tf32x3.
 template <class ExecSpace, class XView, class WView, class BView, class YView>
 Implementation linear_gelu_softmax_run(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
-                             const YView& y, Gelu gelu, Implementation implementation, Precision precision,
-                             const float* split, std::int64_t ld_split) {
+                                       const YView& y, Gelu gelu, Implementation implementation, Precision precision,
+                                       const float* split, std::int64_t ld_split) {
   constexpr const char* function = "softfuse::linear_gelu_softmax";
   SOFTFUSE_IMPL_CHECK_LINEAR_VIEWS("softfuse::linear_gelu_softmax", ExecSpace, XView, WView, BView, YView);
   require_linear_extents(function, x, weight, bias, y);
@@ -41,9 +41,9 @@ Implementation linear_gelu_softmax_run(const ExecSpace& space, const XView& x, c
       function, implementation, [&](auto s) { return decltype(s)::applies_gelu(space, x, weight, bias, y); },
       [&](auto s) { decltype(s)::gelu(space, x, weight, bias, y, gelu == Gelu::exact, precision, split, ld_split); },
       [&] {
-        const exec_view_t<ExecSpace, XView> xn = x;
-        const exec_view_t<ExecSpace, WView> wn = weight;
-        const exec_view_t<ExecSpace, BView> bn = bias;
+        const exec_view_t<ExecSpace, XView> xn        = x;
+        const exec_view_t<ExecSpace, WView> wn        = weight;
+        const exec_view_t<ExecSpace, BView> bn        = bias;
         const exec_view_t<ExecSpace, YView, false> yn = y;
         if (gelu == Gelu::exact)
           linear_gelu_softmax_portable<true>(space, xn, wn, bn, yn);
@@ -72,27 +72,28 @@ Implementation linear_gelu_softmax_run(const ExecSpace& space, const XView& x, c
 /// Returns the implementation that ran: Implementation::specialized or Implementation::portable.
 template <class ExecSpace, class XView, class WView, class BView, class YView>
 Implementation linear_gelu_softmax(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
-                         const YView& y, Gelu gelu = Gelu::exact,
-                         Implementation implementation = Implementation::automatic,
-                         Precision precision = Precision::fp32) {
+                                   const YView& y, Gelu gelu = Gelu::exact,
+                                   Implementation implementation = Implementation::automatic,
+                                   Precision precision           = Precision::fp32) {
   return Impl::linear_gelu_softmax_run(space, x, weight, bias, y, gelu, implementation, precision, nullptr, 0);
 }
 
 /// As above in Precision::tf32x3, with the weight's split made once (see Tf32x3Weight).
 template <class ExecSpace, class XView, class WView, class BView, class YView>
-Implementation linear_gelu_softmax(const ExecSpace& space, const XView& x, const Tf32x3Weight<WView>& weight, const BView& bias,
-                         const YView& y, Gelu gelu = Gelu::exact,
-                         Implementation implementation = Implementation::automatic) {
+Implementation linear_gelu_softmax(const ExecSpace& space, const XView& x, const Tf32x3Weight<WView>& weight,
+                                   const BView& bias, const YView& y, Gelu gelu = Gelu::exact,
+                                   Implementation implementation = Implementation::automatic) {
   const auto& split = weight.split();
   return Impl::linear_gelu_softmax_run(space, x, weight.weight(), bias, y, gelu, implementation, Precision::tf32x3,
-                                split.extent(0) ? split.data() : nullptr, static_cast<std::int64_t>(split.extent(1)));
+                                       split.extent(0) ? split.data() : nullptr,
+                                       static_cast<std::int64_t>(split.extent(1)));
 }
 
 /// As above, on a default-constructed instance of y's execution space.
 template <class XView, class WView, class BView, class YView>
 Implementation linear_gelu_softmax(const XView& x, const WView& weight, const BView& bias, const YView& y,
-                         Gelu gelu = Gelu::exact, Implementation implementation = Implementation::automatic,
-                         Precision precision = Precision::fp32) {
+                                   Gelu gelu = Gelu::exact, Implementation implementation = Implementation::automatic,
+                                   Precision precision = Precision::fp32) {
   static_assert(Kokkos::is_view<YView>::value, "softfuse::linear_gelu_softmax: y must be a Kokkos::View");
   return linear_gelu_softmax(typename YView::execution_space{}, x, weight, bias, y, gelu, implementation, precision);
 }

@@ -28,18 +28,18 @@ namespace softfuse {
 /// Returns the implementation that ran: Implementation::specialized or Implementation::portable.
 template <class ExecSpace, class XView, class YView>
 Implementation softmax(const ExecSpace& space, const XView& x, const YView& y,
-             Implementation implementation = Implementation::automatic) {
+                       Implementation implementation = Implementation::automatic) {
   SOFTFUSE_IMPL_CHECK_SPACE("softfuse::softmax", ExecSpace);
   SOFTFUSE_IMPL_CHECK_VIEW("softfuse::softmax", ExecSpace, XView, "x", 2);
   SOFTFUSE_IMPL_CHECK_OUTPUT_VIEW("softfuse::softmax", ExecSpace, YView, "y", 2, XView);
   Impl::require_extents(x.extent(0) == y.extent(0) && x.extent(1) == y.extent(1), "softfuse::softmax",
                         "x and y must have the same extents", "x", x, "y", y);
 
-  using XN = Impl::const_view_t<XView>;
-  using YN = Impl::view_t<YView>;
+  using XN             = Impl::const_view_t<XView>;
+  using YN             = Impl::view_t<YView>;
   using Specialization = Impl::SoftmaxSpecialization<ExecSpace, XN, YN>;
-  const XN xn = x;
-  const YN yn = y;
+  const XN xn          = x;
+  const YN yn          = y;
 
   return Impl::dispatch<Specialization>(
       "softfuse::softmax", implementation, [&](auto s) { return decltype(s)::applies(space, xn, yn); },

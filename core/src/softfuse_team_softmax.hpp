@@ -49,7 +49,7 @@ struct TeamSoftmax {
   template <class T, class Member, class XRow, class Cache, class Op>
   KOKKOS_INLINE_FUNCTION static Impl::RowStats<T> row_stats(const Member& team, const XRow& x_row, const Cache& cache,
                                                             const Op& op) {
-    using Space = typename Member::execution_space;
+    using Space           = typename Member::execution_space;
     constexpr bool cached = Kokkos::is_view<Cache>::value;
     return Impl::row_stats<T, Impl::row_block_size<Space, cached>(), Impl::row_blocks_interleaved<Space>()>(
         Impl::TeamWorkers<Member>{team}, x_row, cache, op);
@@ -60,8 +60,8 @@ struct TeamSoftmax {
                                                const Cache& cache, const Op& op,
                                                const typename YRow::non_const_value_type max,
                                                const typename YRow::non_const_value_type inv_sum) {
-    using T = typename YRow::non_const_value_type;
-    using Space = typename Member::execution_space;
+    using T               = typename YRow::non_const_value_type;
+    using Space           = typename Member::execution_space;
     constexpr bool cached = Kokkos::is_view<Cache>::value;
     Impl::row_write<T, Impl::row_block_size<Space, cached>(), Impl::row_blocks_interleaved<Space>()>(
         Impl::TeamWorkers<Member>{team}, x_row, y_row, cache, op, max, inv_sum);
@@ -69,9 +69,9 @@ struct TeamSoftmax {
 
  private:
   template <class Member, class XRow, class YRow, class Cache, class Op>
-  KOKKOS_INLINE_FUNCTION static void run(const Member& team, const XRow& x_row, const YRow& y_row,
-                                         const Cache& cache, const Op& op) {
-    using T = typename YRow::non_const_value_type;
+  KOKKOS_INLINE_FUNCTION static void run(const Member& team, const XRow& x_row, const YRow& y_row, const Cache& cache,
+                                         const Op& op) {
+    using T                       = typename YRow::non_const_value_type;
     const Impl::RowStats<T> stats = row_stats<T>(team, x_row, cache, op);
     write_row(team, x_row, y_row, cache, op, stats.max, stats.inverse_sum());
   }

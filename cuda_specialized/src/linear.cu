@@ -76,10 +76,10 @@ void linear_batchnorm_softmax(const LinearOperands& op, const BatchNormOperands&
   float* ws = bn.workspace;
   if (ws == nullptr) {
     own = std::make_unique<impl::StreamBuffer>(2 * sizeof(float) * op.out, stream, "BatchNorm workspace");
-    ws = own->data();
+    ws  = own->data();
   }
   LinearOperands logits = op;  // the bias goes into the BatchNorm's affine map instead
-  logits.bias = nullptr;
+  logits.bias           = nullptr;
   if (bn.training) {
     impl::linear_gemm(logits, stream);
     if (!impl::batchnorm_softmax_cooperative(device, op, bn, ws, stream)) {

@@ -38,7 +38,7 @@ namespace {
 // over the rows (256 blocks, partial sums joined through DSMEM) 25.9-26.1 us; per-block staggered
 // start rows 18.4-20.1 us; 8 or 16 rows per thread summed in float before the double 16.3-18.1 us.
 constexpr int kStatFeatures = 32;
-constexpr int kStatThreads = 512;
+constexpr int kStatThreads  = 512;
 
 struct BatchNormParams {
   const float* bias;
@@ -53,9 +53,9 @@ struct BatchNormParams {
   __device__ float scale_of(std::int64_t j) const { return scale[scale_size == 1 ? 0 : j]; }
   __device__ void store(std::int64_t j, double center, double var, float g, float b, float sc) const {
     const double s = 1.4426950408889634074 * sc;  // log2(e) scale
-    const float m = static_cast<float>(s * g / sqrt(var + eps));
-    mul[j] = m;
-    shift[j] = static_cast<float>(s * b - center * m);
+    const float m  = static_cast<float>(s * g / sqrt(var + eps));
+    mul[j]         = m;
+    shift[j]       = static_cast<float>(s * b - center * m);
   }
   __device__ void store(std::int64_t j, double center, double var) const {
     store(j, center, var, gamma[j], beta[j], scale_of(j));
@@ -130,12 +130,12 @@ __global__ void __launch_bounds__(kStatThreads)
     sa += s1[s][threadIdx.x];
     sb += s2[s][threadIdx.x];
   }
-  const double n = static_cast<double>(rows);
+  const double n    = static_cast<double>(rows);
   const double mean = static_cast<double>(stat_shift(z[j])) + sa / n;  // of the bias-free logits
-  const double var = batch_variance(sa, sb, n);
+  const double var  = batch_variance(sa, sb, n);
   p.store(j, mean, var);
   running_mean[j] = running_update(running_mean[j], mean + p.bias[j], momentum);
-  running_var[j] = running_update(running_var[j], var * n / (n - 1), momentum);
+  running_var[j]  = running_update(running_var[j], var * n / (n - 1), momentum);
 }
 
 __global__ void batchnorm_inference_kernel(BatchNormParams p, const float* __restrict__ running_mean,
@@ -183,16 +183,16 @@ __device__ __forceinline__ T warp_join8(const T (&v)[8], F join, int lane) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const bool hi = lane & 16;
-    w4[e] = join(hi ? v[e + 4] : v[e], __shfl_xor_sync(0xffffffffu, hi ? v[e] : v[e + 4], 16));
+    w4[e]         = join(hi ? v[e + 4] : v[e], __shfl_xor_sync(0xffffffffu, hi ? v[e] : v[e + 4], 16));
   }
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     const bool hi = lane & 8;
-    w2[e] = join(hi ? w4[e + 2] : w4[e], __shfl_xor_sync(0xffffffffu, hi ? w4[e] : w4[e + 2], 8));
+    w2[e]         = join(hi ? w4[e + 2] : w4[e], __shfl_xor_sync(0xffffffffu, hi ? w4[e] : w4[e + 2], 8));
   }
   const bool hi = lane & 4;
-  T w = join(hi ? w2[1] : w2[0], __shfl_xor_sync(0xffffffffu, hi ? w2[0] : w2[1], 4));
-  w = join(w, __shfl_xor_sync(0xffffffffu, w, 2));
+  T w           = join(hi ? w2[1] : w2[0], __shfl_xor_sync(0xffffffffu, hi ? w2[0] : w2[1], 4));
+  w             = join(w, __shfl_xor_sync(0xffffffffu, w, 2));
   return join(w, __shfl_xor_sync(0xffffffffu, w, 1));
 }
 
@@ -218,11 +218,11 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
                                          float* running_mean, float* running_var, double momentum) {
   constexpr int kPacks = kCoopRows * P, kOut = 4096 * P;
   extern __shared__ float4 smem4[];
-  CoopSmem<P>& sm = *reinterpret_cast<CoopSmem<P>*>(smem4);
-  const int t = threadIdx.x;
+  CoopSmem<P>& sm       = *reinterpret_cast<CoopSmem<P>*>(smem4);
+  const int t           = threadIdx.x;
   const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * kCoopRows;
-  const std::int64_t F = (kOut + gridDim.x - 1) / gridDim.x;  // features joined per block, <= kCoopMaxF
-  grid_dependency_wait();  // a dependent launch of the GEMM
+  const std::int64_t F  = (kOut + gridDim.x - 1) / gridDim.x;  // features joined per block, <= kCoopMaxF
+  grid_dependency_wait();                                      // a dependent launch of the GEMM
 
   // 1. Pack n of the thread: row n / P, float4 t + (n % P) * kCoopThreads.
   const auto at = [&](int n) { return y + (r0 + n / P) * ldy + 4 * (t + (n % P) * kCoopThreads); };
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
     float a[4] = {}, b[4] = {};
 #pragma unroll
     for (int k = 0; k < kCoopRows; ++k) {
-      const float4 q = pack(k * P + c);
+      const float4 q   = pack(k * P + c);
       const float v[4] = {q.x, q.y, q.z, q.w}, s[4] = {z0[c].x, z0[c].y, z0[c].z, z0[c].w};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -268,9 +268,10 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
     }
 #pragma unroll
     for (int st = 0; st < 2; ++st) {
-      const int idx = ((st * P + c) * kCoopThreads + t) * 4;
+      const int idx    = ((st * P + c) * kCoopThreads + t) * 4;
       const float* src = st == 0 ? a : b;
-      *reinterpret_cast<float4*>(y + (r0 + 4 + idx / kOut) * ldy + idx % kOut) = make_float4(src[0], src[1], src[2], src[3]);
+      *reinterpret_cast<float4*>(y + (r0 + 4 + idx / kOut) * ldy + idx % kOut) =
+          make_float4(src[0], src[1], src[2], src[3]);
     }
   }
   namespace cg = cooperative_groups;
@@ -284,10 +285,12 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
     double acc = 0;
     if (jf < F && j < kOut) {
       const int idx = ((st * P + static_cast<int>(j / (4 * kCoopThreads))) * kCoopThreads +
-                       static_cast<int>((j / 4) % kCoopThreads)) * 4 + static_cast<int>(j % 4);
-      const float* src = y + (g * kCoopRows + 4 + idx / kOut) * ldy + idx % kOut;
+                       static_cast<int>((j / 4) % kCoopThreads)) *
+                          4 +
+                      static_cast<int>(j % 4);
+      const float* src        = y + (g * kCoopRows + 4 + idx / kOut) * ldy + idx % kOut;
       const std::int64_t step = 8 * kCoopRows * ldy;  // 8 blocks on
-      int q = g;
+      int q                   = g;
       for (; q + 56 < G; q += 64, src += 8 * step) {  // 8 loads in flight
         float v[8];
 #pragma unroll
@@ -309,7 +312,7 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
       const double n = static_cast<double>(rows), mean = sm.prm[6][jf] + sa / n, var = batch_variance(sa, sb, n);
       p.store(j, mean, var, sm.prm[0][jf], sm.prm[1][jf], sm.prm[2][jf]);
       running_mean[j] = running_update(sm.prm[4][jf], mean + sm.prm[3][jf], momentum);
-      running_var[j] = running_update(sm.prm[5][jf], var * n / (n - 1), momentum);
+      running_var[j]  = running_update(sm.prm[5][jf], var * n / (n - 1), momentum);
     }
     __syncthreads();  // join is reused
   }
@@ -321,25 +324,26 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
     float4 mul[P], shift[P];
 #pragma unroll
     for (int c = 0; c < P; ++c) {
-      mul[c] = __ldcg(reinterpret_cast<const float4*>(p.mul) + t + c * kCoopThreads);
+      mul[c]   = __ldcg(reinterpret_cast<const float4*>(p.mul) + t + c * kCoopThreads);
       shift[c] = __ldcg(reinterpret_cast<const float4*>(p.shift) + t + c * kCoopThreads);
     }
 #pragma unroll
     for (int k = 0; k < kCoopRows; ++k) {
-      float m = -CUDART_INF_F;
+      float m       = -CUDART_INF_F;
       bool nan_seen = false;
 #pragma unroll
       for (int c = 0; c < P; ++c) {
         float4& q = pack(k * P + c);
-        q = make_float4(fmaf(q.x, mul[c].x, shift[c].x), fmaf(q.y, mul[c].y, shift[c].y),
-                        fmaf(q.z, mul[c].z, shift[c].z), fmaf(q.w, mul[c].w, shift[c].w));
+        q         = make_float4(fmaf(q.x, mul[c].x, shift[c].x), fmaf(q.y, mul[c].y, shift[c].y),
+                                fmaf(q.z, mul[c].z, shift[c].z), fmaf(q.w, mul[c].w, shift[c].w));
         nan_seen |= q.x != q.x || q.y != q.y || q.z != q.z || q.w != q.w;
         m = fmaxf(m, fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w)));
       }
       mx[k] = nan_seen ? CUDART_INF_F : m;
     }
   }
-  block_join8(mx, [](auto a, auto b) { return a > b ? a : b; }, sm);
+  block_join8(
+      mx, [](auto a, auto b) { return a > b ? a : b; }, sm);
 #pragma unroll
   for (int k = 0; k < kCoopRows; ++k) mx[k] = static_cast<float>(sm.rowv[k]);
 #pragma unroll
@@ -353,11 +357,12 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
 #pragma unroll
       for (int c = 0; c < P; ++c) {
         float4& q = pack(k * P + c);
-        q = make_float4(exp2f(q.x - mx[k]), exp2f(q.y - mx[k]), exp2f(q.z - mx[k]), exp2f(q.w - mx[k]));
+        q         = make_float4(exp2f(q.x - mx[k]), exp2f(q.y - mx[k]), exp2f(q.z - mx[k]), exp2f(q.w - mx[k]));
         sum[k] += (q.x + q.y) + (q.z + q.w);
       }
     }
-    block_join8(sum, [](auto a, auto b) { return a + b; }, sm);
+    block_join8(
+        sum, [](auto a, auto b) { return a + b; }, sm);
 #pragma unroll
     for (int k = 0; k < kCoopRows; ++k) {
       if (k / kHalf != h) continue;
@@ -366,7 +371,8 @@ __global__ void __launch_bounds__(kCoopThreads, 1)
 #pragma unroll
       for (int c = 0; c < P; ++c) {
         const float4 q = pack(k * P + c);
-        const float4 o = isinf(mx[k]) ? make_float4(inv, inv, inv, inv) : make_float4(q.x * inv, q.y * inv, q.z * inv, q.w * inv);
+        const float4 o =
+            isinf(mx[k]) ? make_float4(inv, inv, inv, inv) : make_float4(q.x * inv, q.y * inv, q.z * inv, q.w * inv);
         *(reinterpret_cast<float4*>(y + (r0 + k) * ldy) + t + c * kCoopThreads) = o;
       }
     }
@@ -378,23 +384,25 @@ bool launch_cooperative(const DeviceInfo& di, const LinearOperands& op, const Ba
                         const BatchNormParams& p, cudaStream_t stream) {
   void (*const kernel_fn)(float*, std::int64_t, std::int64_t, BatchNormParams, float*, float*, double) =
       batchnorm_softmax_cooperative_kernel<P>;
-  const void* kernel = reinterpret_cast<const void*>(kernel_fn);
+  const void* kernel        = reinterpret_cast<const void*>(kernel_fn);
   const std::int64_t blocks = op.batch / kCoopRows, smem = sizeof(CoopSmem<P>);
-  if (op.batch % kCoopRows != 0 || blocks * kCoopMaxF < op.out || blocks > max_active(di, kernel, kCoopThreads, smem, 0))
+  if (op.batch % kCoopRows != 0 || blocks * kCoopMaxF < op.out ||
+      blocks > max_active(di, kernel, kCoopThreads, smem, 0))
     return false;
   set_carveout(di, kernel, 1, smem, false);
   cudaLaunchAttribute attrs[2] = {dependent_launch_attribute(), {}};
-  attrs[1].id = cudaLaunchAttributeCooperative;
-  attrs[1].val.cooperative = 1;
+  attrs[1].id                  = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative     = 1;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(kCoopThreads);
+  cfg.gridDim          = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim         = dim3(kCoopThreads);
   cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
-  cfg.stream = stream;
-  cfg.attrs = attrs;
-  cfg.numAttrs = 2;
-  check_linear(cudaLaunchKernelEx(&cfg, kernel_fn, op.y, op.ldy, op.batch, p, bn.running_mean, bn.running_var, bn.momentum),
-               "cooperative BatchNorm softmax launch");
+  cfg.stream           = stream;
+  cfg.attrs            = attrs;
+  cfg.numAttrs         = 2;
+  check_linear(
+      cudaLaunchKernelEx(&cfg, kernel_fn, op.y, op.ldy, op.batch, p, bn.running_mean, bn.running_var, bn.momentum),
+      "cooperative BatchNorm softmax launch");
   return true;
 }
 
@@ -405,13 +413,13 @@ void batchnorm_affine(int device, const LinearOperands& op, const BatchNormOpera
   const BatchNormParams p{op.bias, bn.gamma, bn.beta, bn.scale, bn.scale_size, bn.eps, ws, ws + op.out};
   if (bn.training) {
     const unsigned blocks = static_cast<unsigned>((op.out + kStatFeatures - 1) / kStatFeatures);
-    const bool vec = op.out % 4 == 0 && op.ldy % 4 == 0 && (reinterpret_cast<std::uintptr_t>(op.y) & 15u) == 0;
+    const bool vec        = op.out % 4 == 0 && op.ldy % 4 == 0 && (reinterpret_cast<std::uintptr_t>(op.y) & 15u) == 0;
     cudaLaunchAttribute attr = dependent_launch_attribute();
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(blocks);
+    cfg.gridDim  = dim3(blocks);
     cfg.blockDim = dim3(kStatThreads);
-    cfg.stream = stream;
-    cfg.attrs = &attr;
+    cfg.stream   = stream;
+    cfg.attrs    = &attr;
     cfg.numAttrs = device_info(device).binary_version >= 90 ? 1 : 0;
     check_linear(cudaLaunchKernelEx(&cfg, vec ? batchnorm_training_kernel<4> : batchnorm_training_kernel<1>, op.y,
                                     op.ldy, op.batch, op.out, p, bn.running_mean, bn.running_var, bn.momentum),
@@ -425,7 +433,7 @@ void batchnorm_affine(int device, const LinearOperands& op, const BatchNormOpera
 
 bool batchnorm_softmax_cooperative(int device, const LinearOperands& op, const BatchNormOperands& bn, float* ws,
                                    cudaStream_t stream) {
-  const DeviceInfo& di = device_info(device);
+  const DeviceInfo& di  = device_info(device);
   const auto misaligned = [](const void* q) { return (reinterpret_cast<std::uintptr_t>(q) & 15u) != 0; };
   // Measured on the H100 only (sm_90: also the dependent launch); 16-byte rows and map.
   if (!bn.training || di.binary_version < 90 || !di.cooperative || op.ldy % 4 != 0 || misaligned(op.y) ||

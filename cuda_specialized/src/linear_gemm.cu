@@ -49,16 +49,16 @@ struct GemmShape {
   unsigned align_a, align_b, align_c;
 
   auto key() const {
-    return std::make_tuple(device, m, n, k, lda, ldb, ldc, static_cast<int>(compute), bias, accumulate,
-                           align_a, align_b, align_c);
+    return std::make_tuple(device, m, n, k, lda, ldb, ldc, static_cast<int>(compute), bias, accumulate, align_a,
+                           align_b, align_c);
   }
   bool operator<(const GemmShape& o) const { return key() < o.key(); }
 };
 
 struct Layouts {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  Layouts() = default;
-  Layouts(const Layouts&) = delete;
+  Layouts()                          = default;
+  Layouts(const Layouts&)            = delete;
   Layouts& operator=(const Layouts&) = delete;
   ~Layouts() {
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -86,7 +86,7 @@ struct MatmulDesc {
       check_lt(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
                "bias pointer");
   }
-  MatmulDesc(const MatmulDesc&) = delete;
+  MatmulDesc(const MatmulDesc&)            = delete;
   MatmulDesc& operator=(const MatmulDesc&) = delete;
   ~MatmulDesc() {
     if (d) cublasLtMatmulDescDestroy(d);
@@ -117,7 +117,7 @@ std::pair<cublasLtHandle_t, const Plan*> plan_for(const GemmShape& s, const floa
   auto it = c.plans.find(s);
   if (it != c.plans.end()) return {h->second, it->second.get()};
 
-  auto plan = std::make_unique<Plan>();
+  auto plan  = std::make_unique<Plan>();
   Layouts& l = plan->layouts;
   check_lt(cublasLtMatrixLayoutCreate(&l.a, CUDA_R_32F, s.k, s.m, s.lda), "cublasLtMatrixLayoutCreate(A)");
   check_lt(cublasLtMatrixLayoutCreate(&l.b, CUDA_R_32F, s.k, s.n, s.ldb), "cublasLtMatrixLayoutCreate(B)");
@@ -133,19 +133,19 @@ std::pair<cublasLtHandle_t, const Plan*> plan_for(const GemmShape& s, const floa
   const std::size_t room = std::size_t(32) << 20;
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &room, sizeof(room)),
            "workspace preference");
-  const std::uint32_t aligns[3] = {s.align_a, s.align_b, s.align_c};
+  const std::uint32_t aligns[3]                       = {s.align_a, s.align_b, s.align_c};
   const cublasLtMatmulPreferenceAttributes_t which[3] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
+                                                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
   for (int i = 0; i < 3; ++i)
     check_lt(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &aligns[i], sizeof(aligns[i])),
              "alignment preference");
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &aligns[2],
                                                 sizeof(aligns[2])),
            "alignment preference");
-  constexpr int kCandidates = 16;
+  constexpr int kCandidates                            = 16;
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
-  int found = 0;
+  int found                                            = 0;
   check_lt(cublasLtMatmulAlgoGetHeuristic(h->second, desc.d, l.a, l.b, l.c, l.c, pref, kCandidates, results, &found),
            "cublasLtMatmulAlgoGetHeuristic");
   const cublasLtMatmulHeuristicResult_t* pick = nullptr;
@@ -160,8 +160,8 @@ std::pair<cublasLtHandle_t, const Plan*> plan_for(const GemmShape& s, const floa
     if (found > 0) pick = &results[0];
   }
   if (pick == nullptr)
-    throw std::runtime_error(std::string(kPrefix) + "cuBLASLt has no algorithm for a " + std::to_string(s.m) +
-                             " x " + std::to_string(s.n) + " x " + std::to_string(s.k) + " GEMM");
+    throw std::runtime_error(std::string(kPrefix) + "cuBLASLt has no algorithm for a " + std::to_string(s.m) + " x " +
+                             std::to_string(s.n) + " x " + std::to_string(s.k) + " GEMM");
   plan->algo = pick->algo;
   return {h->second, c.plans.emplace(s, std::move(plan)).first->second.get()};
 }
@@ -169,14 +169,14 @@ std::pair<cublasLtHandle_t, const Plan*> plan_for(const GemmShape& s, const floa
 void gemm(int device, cublasComputeType_t compute, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
           std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, const float* bias,
           bool accumulate, cudaStream_t stream) {
-  const GemmShape s{device, m, n, k, lda, ldb, ldc, compute, bias != nullptr, accumulate,
-                    alignment(a), alignment(b), alignment(c)};
+  const GemmShape s{device,       m,           n, k, lda, ldb, ldc, compute, bias != nullptr, accumulate, alignment(a),
+                    alignment(b), alignment(c)};
   const auto hp = plan_for(s, bias);
   const MatmulDesc desc(s, bias);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const Layouts& l = hp.second->layouts;
-  check_lt(cublasLtMatmul(hp.first, desc.d, &alpha, a, l.a, b, l.b, &beta, c, l.c, c, l.c, &hp.second->algo, nullptr,
-                          0, stream),
+  check_lt(cublasLtMatmul(hp.first, desc.d, &alpha, a, l.a, b, l.b, &beta, c, l.c, c, l.c, &hp.second->algo, nullptr, 0,
+                          stream),
            "cublasLtMatmul");
 }
 
@@ -190,17 +190,17 @@ __device__ __forceinline__ float to_tf32(float v) {
 // V = 4: float4 accesses (cols, lda, ldp multiples of 4, 16-byte aligned pointers). Rows over
 // blockIdx.y, so no index division.
 template <int V>
-__global__ void split_tf32x3_kernel(const float* __restrict__ a, std::int64_t lda, std::int64_t rows,
-                                    std::int64_t cols, float* __restrict__ parts, std::int64_t ldp, bool low_first) {
-  using Vec = std::conditional_t<V == 4, float4, float>;
+__global__ void split_tf32x3_kernel(const float* __restrict__ a, std::int64_t lda, std::int64_t rows, std::int64_t cols,
+                                    float* __restrict__ parts, std::int64_t ldp, bool low_first) {
+  using Vec             = std::conditional_t<V == 4, float4, float>;
   const std::int64_t nv = cols / V;
   for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const Vec* src = reinterpret_cast<const Vec*>(a + r * lda);
-    Vec* first = reinterpret_cast<Vec*>(parts + r * ldp);
-    Vec* second = reinterpret_cast<Vec*>(parts + r * ldp + cols);
+    Vec* first     = reinterpret_cast<Vec*>(parts + r * ldp);
+    Vec* second    = reinterpret_cast<Vec*>(parts + r * ldp + cols);
     for (std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; c < nv;
          c += std::int64_t(gridDim.x) * blockDim.x) {
-      Vec v = src[c], hi, lo;
+      Vec v     = src[c], hi, lo;
       float* pv = reinterpret_cast<float*>(&v);
       float* ph = reinterpret_cast<float*>(&hi);
       float* pl = reinterpret_cast<float*>(&lo);
@@ -209,7 +209,7 @@ __global__ void split_tf32x3_kernel(const float* __restrict__ a, std::int64_t ld
         ph[e] = to_tf32(pv[e]);
         pl[e] = to_tf32(pv[e] - ph[e]);
       }
-      first[c] = low_first ? lo : hi;
+      first[c]  = low_first ? lo : hi;
       second[c] = low_first ? hi : lo;
     }
   }
@@ -229,7 +229,6 @@ __global__ void broadcast_bias_kernel(const float* __restrict__ bias, float* __r
 unsigned grid_for(std::int64_t total) {
   return static_cast<unsigned>(std::min<std::int64_t>((total + 255) / 256, 65536));
 }
-
 
 }  // namespace
 
@@ -270,12 +269,12 @@ void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf3
   // than one slice (kTf32x3MaxSlice). The low x low product (2^-22 relative) is dropped.
   const std::int64_t k2 = 2 * k;
   std::unique_ptr<StreamBuffer> own_weight;
-  const float* ws = op.weight_split;
+  const float* ws   = op.weight_split;
   std::int64_t ldws = op.ld_split;
   if (ws == nullptr) {
     own_weight = std::make_unique<StreamBuffer>(sizeof(float) * m * k2, stream, "weight split");
     split(op.weight, op.ldw, m, k, own_weight->data(), k2, true, stream);
-    ws = own_weight->data();
+    ws   = own_weight->data();
     ldws = k2;
   }
   const StreamBuffer xs(sizeof(float) * n * k2, stream, "x split");

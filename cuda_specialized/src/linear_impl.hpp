@@ -20,7 +20,7 @@ namespace impl {
 // touches what that kernel writes.
 inline cudaLaunchAttribute dependent_launch_attribute() {
   cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   return attr;
 }
@@ -56,8 +56,7 @@ void split(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t col
 
 // y = x · weightᵀ + bias in op.precision (op.y receives the logits; op.bias may be null: no bias).
 // tf32x3_max_slice: see kTf32x3MaxSlice (tf32x3 only; linear_kernels_bench sweeps it).
-void linear_gemm(const LinearOperands& op, cudaStream_t stream,
-                 std::int64_t tf32x3_max_slice = kTf32x3MaxSlice);
+void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf32x3_max_slice = kTf32x3MaxSlice);
 
 // Writes the BatchNorm's per-feature affine map (scale folded in) into ws = [mul | shift]
 // (2 * op.out floats): from the batch statistics of the bias-free logits in op.y, updating the

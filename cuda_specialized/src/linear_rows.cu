@@ -60,7 +60,7 @@ struct GeluTanh : GeluShape {
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const float z = p.v[e];
-      p.v[e] = kHalfLog2e * z * (1.0f + tanhf(0.79788456080286535588f * (z + 0.044715f * z * z * z)));
+      p.v[e]        = kHalfLog2e * z * (1.0f + tanhf(0.79788456080286535588f * (z + 0.044715f * z * z * z)));
     }
   }
 };
@@ -137,10 +137,10 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
   Pack<V>* row_s = reinterpret_cast<Pack<V>*>(smem4);  // pack i >= nreg at row_s[i - nreg]
   __shared__ double dslots[32];
   __shared__ float fslots[32];
-  Pack<V>* row = reinterpret_cast<Pack<V>*>(y + static_cast<std::int64_t>(blockIdx.x) * ldy);
-  const int nvec = static_cast<int>(out / V);
+  Pack<V>* row    = reinterpret_cast<Pack<V>*>(y + static_cast<std::int64_t>(blockIdx.x) * ldy);
+  const int nvec  = static_cast<int>(out / V);
   constexpr int P = Op::kRegPacks;
-  const int nreg = P * static_cast<int>(blockDim.x);
+  const int nreg  = P * static_cast<int>(blockDim.x);
   Pack<V> reg[P > 0 ? P : 1];
 
   // f(i, p) for each pack i of this thread, p its register or shared-memory storage
@@ -154,8 +154,8 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
     for (int i = nreg + threadIdx.x; i < nvec; i += blockDim.x) f(i, row_s[i - nreg]);
   };
 
-  float m = -CUDART_INF_F;
-  bool nan_seen = false;
+  float m          = -CUDART_INF_F;
+  bool nan_seen    = false;
   const auto apply = [&](int i, Pack<V>& p) {
     op(static_cast<std::int64_t>(i) * V, p);
 #pragma unroll
@@ -173,7 +173,8 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
     each_pack([&](int i, Pack<V>& p) { apply(i, p = load_once(row + i)); });
   }
   // A NaN anywhere makes the row NaN, as +inf does: one reduction, with a NaN counted as +inf.
-  const float big = block_reduce(nan_seen ? CUDART_INF_F : m, [](float a, float b) { return fmaxf(a, b); }, fslots);
+  const float big = block_reduce(
+      nan_seen ? CUDART_INF_F : m, [](float a, float b) { return fmaxf(a, b); }, fslots);
   if (isinf(big)) {  // NaN or +inf in the row, or a row of -inf: a NaN row
     Pack<V> q;
 #pragma unroll
@@ -191,7 +192,8 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
     }
     s += part;
   });
-  const double sum = block_reduce(s, [](double a, double b) { return a + b; }, dslots);
+  const double sum = block_reduce(
+      s, [](double a, double b) { return a + b; }, dslots);
   const float inv = static_cast<float>(1.0 / sum);
   each_pack([&](int i, const Pack<V>& p) {
     Pack<V> q = p;
@@ -204,10 +206,12 @@ __global__ void __launch_bounds__(Op::kThreads, Op::kMinBlocks)
 template <class Op, int V, bool LoadBeforeWait>
 void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t stream) {
   void (*const kernel_fn)(float*, std::int64_t, std::int64_t, Op) = fused_row_softmax_kernel<Op, V, LoadBeforeWait>;
-  const void* kernel = reinterpret_cast<const void*>(kernel_fn);
-  const std::int64_t nvec = op.out / V;
-  const int threads = static_cast<int>(std::min<std::int64_t>(Op::kThreads, std::max<std::int64_t>(32, (nvec + 31) / 32 * 32)));
-  const std::int64_t smem = static_cast<std::int64_t>(sizeof(Pack<V>)) * std::max<std::int64_t>(0, nvec - Op::kRegPacks * threads);
+  const void* kernel                                              = reinterpret_cast<const void*>(kernel_fn);
+  const std::int64_t nvec                                         = op.out / V;
+  const int threads =
+      static_cast<int>(std::min<std::int64_t>(Op::kThreads, std::max<std::int64_t>(32, (nvec + 31) / 32 * 32)));
+  const std::int64_t smem =
+      static_cast<std::int64_t>(sizeof(Pack<V>)) * std::max<std::int64_t>(0, nvec - Op::kRegPacks * threads);
   // Raises the kernel's shared-memory limit (once) and asks for the smallest carveout that keeps its
   // residency, leaving the rest to L1, where the per-feature map that every row block of a
   // multiprocessor reads stays. Without it the driver gave the BatchNorm row kernel no more L1 at
@@ -216,17 +220,16 @@ void launch_rows(int device, const LinearOperands& op, const Op& f, cudaStream_t
   const DeviceInfo& di = device_info(device);
   set_carveout(di, kernel, max_active(di, kernel, threads, smem, 0) / di.sms, smem, false);
   cudaLaunchAttribute attr = dependent_launch_attribute();
-  const bool dependent = di.binary_version >= 90;
+  const bool dependent     = di.binary_version >= 90;
   for (std::int64_t r0 = 0; r0 < op.batch; r0 += 0x7fffffff) {  // grid.x limit
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(std::min<std::int64_t>(op.batch - r0, 0x7fffffff)), 1, 1);
-    cfg.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
+    cfg.gridDim          = dim3(static_cast<unsigned>(std::min<std::int64_t>(op.batch - r0, 0x7fffffff)), 1, 1);
+    cfg.blockDim         = dim3(static_cast<unsigned>(threads), 1, 1);
     cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = dependent && r0 == 0 ? 1 : 0;  // only the first launch follows the previous kernel
-    check_linear(cudaLaunchKernelEx(&cfg, kernel_fn, op.y + r0 * op.ldy, op.ldy, op.out, f),
-                 "row kernel launch");
+    cfg.stream           = stream;
+    cfg.attrs            = &attr;
+    cfg.numAttrs         = dependent && r0 == 0 ? 1 : 0;  // only the first launch follows the previous kernel
+    check_linear(cudaLaunchKernelEx(&cfg, kernel_fn, op.y + r0 * op.ldy, op.ldy, op.out, f), "row kernel launch");
   }
 }
 
@@ -241,9 +244,7 @@ void row_softmax(int device, const LinearOperands& op, const Op& f, cudaStream_t
 
 }  // namespace
 
-int row_smem_bytes(int device) {
-  return std::max(0, device_info(device).smem_optin - 32 * (8 + 4) - 1024);
-}
+int row_smem_bytes(int device) { return std::max(0, device_info(device).smem_optin - 32 * (8 + 4) - 1024); }
 
 void gelu_softmax_rows(int device, const LinearOperands& op, bool exact_gelu, cudaStream_t stream) {
   if (exact_gelu)

@@ -19,15 +19,15 @@ namespace impl {
 
 namespace {
 
-constexpr const char* kPrefix = "softfuse::cuda_specialized::softmax: ";
+constexpr const char* kPrefix       = "softfuse::cuda_specialized::softmax: ";
 constexpr const char* kLinearPrefix = "softfuse::cuda_specialized::linear: ";
 
 // Everything learnt from the runtime is cached here, under one mutex.
 struct FuncInfo {
-  int static_smem = 0;
+  int static_smem      = 0;
   int max_dynamic_smem = 0;  // what the attribute was raised to
-  int binary_version = 0;
-  int carveout = cudaSharedmemCarveoutDefault;  // the preferred carveout last set (percent)
+  int binary_version   = 0;
+  int carveout         = cudaSharedmemCarveoutDefault;  // the preferred carveout last set (percent)
 };
 
 struct Cache {
@@ -46,15 +46,15 @@ Cache& cache() {
 // Caller holds the lock. Raises the dynamic shared memory limit to the device maximum and
 // allows non-portable cluster sizes, once per (device, kernel).
 FuncInfo& func_info_locked(const DeviceInfo& di, const void* func, bool clustered) {
-  Cache& c = cache();
+  Cache& c       = cache();
   const auto key = std::make_pair(di.device, func);
-  auto it = c.funcs.find(key);
+  auto it        = c.funcs.find(key);
   if (it != c.funcs.end()) return it->second;
   cudaFuncAttributes attr{};
   check(cudaFuncGetAttributes(&attr, func), "cudaFuncGetAttributes");
   FuncInfo fi;
-  fi.static_smem = static_cast<int>(attr.sharedSizeBytes);
-  fi.binary_version = attr.binaryVersion;
+  fi.static_smem      = static_cast<int>(attr.sharedSizeBytes);
+  fi.binary_version   = attr.binaryVersion;
   fi.max_dynamic_smem = std::max(0, di.smem_optin - fi.static_smem);
   check(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, fi.max_dynamic_smem),
         "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
@@ -67,32 +67,30 @@ FuncInfo& func_info_locked(const DeviceInfo& di, const void* func, bool clustere
 
 }  // namespace
 
-cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int cluster,
-                                 bool cooperative, cudaStream_t stream, cudaLaunchAttribute& attr) {
+cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int cluster, bool cooperative,
+                                 cudaStream_t stream, cudaLaunchAttribute& attr) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.gridDim          = grid;
+  cfg.blockDim         = dim3(static_cast<unsigned>(threads));
   cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
+  cfg.stream           = stream;
   if (cluster > 0) {
-    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.id               = cudaLaunchAttributeClusterDimension;
     attr.val.clusterDim.x = static_cast<unsigned>(cluster);
     attr.val.clusterDim.y = 1;
     attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cfg.attrs             = &attr;
+    cfg.numAttrs          = 1;
   } else if (cooperative) {
-    attr.id = cudaLaunchAttributeCooperative;
+    attr.id              = cudaLaunchAttributeCooperative;
     attr.val.cooperative = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cfg.attrs            = &attr;
+    cfg.numAttrs         = 1;
   }
   return cfg;
 }
 
-[[noreturn]] void throw_invalid(const std::string& what) {
-  throw std::invalid_argument(std::string(kPrefix) + what);
-}
+[[noreturn]] void throw_invalid(const std::string& what) { throw std::invalid_argument(std::string(kPrefix) + what); }
 
 void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) throw_cuda(err, what);
@@ -100,37 +98,33 @@ void check(cudaError_t err, const char* what) {
 
 [[noreturn]] void throw_cuda(cudaError_t err, const char* what) {
   (void)cudaGetLastError();  // the failed call's error is reported here, never again by a later call
-  throw std::runtime_error(std::string(kPrefix) + what + ": " + cudaGetErrorName(err) + ": " +
-                           cudaGetErrorString(err));
+  throw std::runtime_error(std::string(kPrefix) + what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
 }
 // Resident blocks (cluster == 0: plain launch) or resident clusters of `cluster` blocks.
 // Cached: after the first call for a launch shape this is one uncontended lock and a map lookup.
-int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t smem,
-               int cluster) {
+int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t smem, int cluster) {
   std::lock_guard<std::mutex> lock(cache().mu);
-  Cache& c = cache();
+  Cache& c       = cache();
   const auto key = std::make_tuple(di.device, func, threads, smem, cluster);
-  auto it = c.occupancy.find(key);
+  auto it        = c.occupancy.find(key);
   if (it != c.occupancy.end()) return it->second;
   FuncInfo& fi = func_info_locked(di, func, cluster > 0);
   // Residency at the largest carveout, whatever preference the kernel or the device carries.
   const bool restore = fi.carveout != cudaSharedmemCarveoutMaxShared;
   if (restore)
-    check(cudaFuncSetAttribute(func, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared),
+    check(cudaFuncSetAttribute(func, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
           "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
   int n = 0;
   if (smem <= fi.max_dynamic_smem) {
     if (cluster == 0) {
       int per_sm = 0;
-      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, threads,
-                                                          static_cast<size_t>(smem)),
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, threads, static_cast<size_t>(smem)),
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
       n = per_sm * di.sms;
     } else {
       cudaLaunchAttribute attr;
-      const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(cluster)), threads,
-                                                   smem, cluster, false, nullptr, attr);
+      const cudaLaunchConfig_t cfg =
+          launch_config(dim3(static_cast<unsigned>(cluster)), threads, smem, cluster, false, nullptr, attr);
       const cudaError_t err = cudaOccupancyMaxActiveClusters(&n, func, &cfg);
       if (err != cudaSuccess) {
         (void)cudaGetLastError();  // a refused cluster shape is an answer, not a failure
@@ -152,15 +146,13 @@ int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t
 // with cudaFuncCachePreferL1 (fewer resident blocks than the persistent grid was sized for).
 // The attribute is set only when it changes; a concurrent launch of the same kernel with
 // another shape may see the other value (a performance hint, never a correctness matter).
-void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std::int64_t smem,
-                  bool clustered) {
+void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std::int64_t smem, bool clustered) {
   std::lock_guard<std::mutex> lock(cache().mu);
   FuncInfo& fi = func_info_locked(di, func, clustered);
   if (di.smem_per_sm <= 0) return;
-  const std::int64_t need =
-      static_cast<std::int64_t>(blocks_per_sm) * (smem + fi.static_smem + di.smem_reserved);
+  const std::int64_t need   = static_cast<std::int64_t>(blocks_per_sm) * (smem + fi.static_smem + di.smem_reserved);
   const std::int64_t pct_up = (100 * need + di.smem_per_sm - 1) / di.smem_per_sm;  // rounded up
-  const int pct = static_cast<int>(std::min<std::int64_t>(100, std::max<std::int64_t>(0, pct_up)));
+  const int pct             = static_cast<int>(std::min<std::int64_t>(100, std::max<std::int64_t>(0, pct_up)));
   if (pct == fi.carveout) return;
   check(cudaFuncSetAttribute(func, cudaFuncAttributePreferredSharedMemoryCarveout, pct),
         "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
@@ -178,9 +170,9 @@ void* workspace_alloc(int device, std::size_t bytes, cudaStream_t stream) {
     auto it = cache().pools.find(device);
     if (it == cache().pools.end()) {
       cudaMemPoolProps props{};
-      props.allocType = cudaMemAllocationTypePinned;
+      props.allocType     = cudaMemAllocationTypePinned;
       props.location.type = cudaMemLocationTypeDevice;
-      props.location.id = device;
+      props.location.id   = device;
       check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate (workspace)");
       std::uint64_t keep = ~std::uint64_t(0);
       check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
@@ -205,13 +197,10 @@ const DeviceInfo& device_info(int device) {
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "device query");
   check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "device query");
   check(cudaDeviceGetAttribute(&di.sms, cudaDevAttrMultiProcessorCount, device), "device query");
-  check(cudaDeviceGetAttribute(&di.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-        "device query");
+  check(cudaDeviceGetAttribute(&di.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device query");
   check(cudaDeviceGetAttribute(&di.l2_bytes, cudaDevAttrL2CacheSize, device), "device query");
-  check(cudaDeviceGetAttribute(&di.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
-        "device query");
-  check(cudaDeviceGetAttribute(&di.smem_reserved, cudaDevAttrReservedSharedMemoryPerBlock, device),
-        "device query");
+  check(cudaDeviceGetAttribute(&di.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device), "device query");
+  check(cudaDeviceGetAttribute(&di.smem_reserved, cudaDevAttrReservedSharedMemoryPerBlock, device), "device query");
   if (cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
     (void)cudaGetLastError();
     cl = 0;
@@ -227,12 +216,12 @@ const DeviceInfo& device_info(int device) {
   if (cur != device) (void)cudaSetDevice(cur);
   if (err == cudaSuccess) {
     di.binary_version = attr.binaryVersion;
-    di.available = di.cc >= 80;
+    di.available      = di.cc >= 80;
   } else {
     (void)cudaGetLastError();
     di.available = false;
   }
-  di.clusters = di.available && cl != 0 && di.binary_version >= 90;
+  di.clusters    = di.available && cl != 0 && di.binary_version >= 90;
   di.cooperative = di.available && coop != 0;
   return c.devices.emplace(device, di).first->second;
 }
@@ -243,8 +232,8 @@ StreamBuffer::StreamBuffer(std::size_t bytes, cudaStream_t stream, const char* w
   try {
     p_ = workspace_alloc(device, bytes, stream);
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string(kLinearPrefix) + "cannot allocate " + std::to_string(bytes) + " bytes for the " +
-                             what + " (" + e.what() + ")");
+    throw std::runtime_error(std::string(kLinearPrefix) + "cannot allocate " + std::to_string(bytes) +
+                             " bytes for the " + what + " (" + e.what() + ")");
   }
 }
 

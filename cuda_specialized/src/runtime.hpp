@@ -15,17 +15,17 @@ namespace impl {
 
 // Read once per device (thread-safe), then kept.
 struct DeviceInfo {
-  int device = -1;
-  int cc = 0;                // 10*major + minor
-  int sms = 0;
-  int smem_optin = 0;        // opt-in shared memory per block (bytes)
-  int smem_per_sm = 0;       // shared memory per SM at the largest carveout (bytes)
-  int smem_reserved = 0;     // shared memory the system reserves per block (bytes)
-  int l2_bytes = 0;
-  int binary_version = 0;    // of the loaded machine code (90 on Hopper, 80 on Ampere/Ada)
-  bool clusters = false;     // cluster launch supported and sm_90 code loaded
-  bool cooperative = false;  // cooperative launch supported (grid groups)
-  bool available = false;    // cc >= 8.0 and the kernels load
+  int device         = -1;
+  int cc             = 0;  // 10*major + minor
+  int sms            = 0;
+  int smem_optin     = 0;  // opt-in shared memory per block (bytes)
+  int smem_per_sm    = 0;  // shared memory per SM at the largest carveout (bytes)
+  int smem_reserved  = 0;  // shared memory the system reserves per block (bytes)
+  int l2_bytes       = 0;
+  int binary_version = 0;      // of the loaded machine code (90 on Hopper, 80 on Ampere/Ada)
+  bool clusters      = false;  // cluster launch supported and sm_90 code loaded
+  bool cooperative   = false;  // cooperative launch supported (grid groups)
+  bool available     = false;  // cc >= 8.0 and the kernels load
 };
 
 // Throws std::runtime_error("softfuse::cuda_specialized::softmax: <what>: <CUDA error>").
@@ -39,14 +39,13 @@ int max_active(const DeviceInfo& di, const void* func, int threads, std::int64_t
 
 // Sets `func`'s smallest shared-memory carveout that holds blocks_per_sm blocks of `smem` dynamic
 // bytes; the rest of the multiprocessor's memory stays L1.
-void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std::int64_t smem,
-                  bool clustered);
+void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std::int64_t smem, bool clustered);
 
 // A launch configuration; with `cluster` > 0 it carries that cluster dimension as an attribute,
 // with `cooperative` the cooperative-launch attribute (all blocks resident at once), stored in
 // `attr` (which must outlive the configuration).
-cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int cluster,
-                                 bool cooperative, cudaStream_t stream, cudaLaunchAttribute& attr);
+cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int cluster, bool cooperative,
+                                 cudaStream_t stream, cudaLaunchAttribute& attr);
 
 // Stream-ordered device memory from the library's pool on `device` (kept across synchronizations);
 // free with cudaFreeAsync on a stream ordered after the last use.
@@ -68,9 +67,9 @@ inline void check_linear(cudaError_t err, const char* what) {
 // checking cudaGetLastError() after a <<<>>> launch would report whatever error an earlier call left.
 inline cudaLaunchConfig_t plain_launch(dim3 grid, unsigned threads, cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
+  cfg.gridDim  = grid;
   cfg.blockDim = dim3(threads);
-  cfg.stream = stream;
+  cfg.stream   = stream;
   return cfg;
 }
 
@@ -81,7 +80,7 @@ class StreamBuffer {
  public:
   StreamBuffer(std::size_t bytes, cudaStream_t stream, const char* what);
   ~StreamBuffer();
-  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer(const StreamBuffer&)            = delete;
   StreamBuffer& operator=(const StreamBuffer&) = delete;
   float* data() const { return static_cast<float*>(p_); }
 

@@ -15,16 +15,15 @@ namespace impl {
 namespace {
 
 template <class T>
-void softmax_impl(const T* x, std::int64_t ldx, T* y, std::int64_t ldy, std::int64_t rows,
-                  std::int64_t cols, cudaStream_t stream) {
+void softmax_impl(const T* x, std::int64_t ldx, T* y, std::int64_t ldy, std::int64_t rows, std::int64_t cols,
+                  cudaStream_t stream) {
   const Problem<T> p{x, ldx, y, ldy, rows, cols};
   validate(p);
   if (rows == 0 || cols == 0) return;
   int dev = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   const DeviceInfo& di = device_info(dev);
-  if (!di.available)
-    throw_cuda(cudaErrorNoKernelImageForDevice, "no usable kernel image for the current device");
+  if (!di.available) throw_cuda(cudaErrorNoKernelImageForDevice, "no usable kernel image for the current device");
   run_plan(di, make_plan(di, p), p, stream);
 }
 
@@ -47,13 +46,13 @@ bool softmax_available(int device) {
   }
 }
 
-void softmax(const float* x, std::int64_t ldx, float* y, std::int64_t ldy, std::int64_t rows,
-             std::int64_t cols, cudaStream_t stream) {
+void softmax(const float* x, std::int64_t ldx, float* y, std::int64_t ldy, std::int64_t rows, std::int64_t cols,
+             cudaStream_t stream) {
   impl::softmax_impl(x, ldx, y, ldy, rows, cols, stream);
 }
 
-void softmax(const double* x, std::int64_t ldx, double* y, std::int64_t ldy, std::int64_t rows,
-             std::int64_t cols, cudaStream_t stream) {
+void softmax(const double* x, std::int64_t ldx, double* y, std::int64_t ldy, std::int64_t rows, std::int64_t cols,
+             cudaStream_t stream) {
   impl::softmax_impl(x, ldx, y, ldy, rows, cols, stream);
 }
 

@@ -14,8 +14,7 @@ const void* block_row_kernel_v(int threads, int group, int kr) {
   if (kr != 0) {
     if constexpr (V > 1) {
       if (kr == kBlockRegisterVectors && threads == 128 && group == 128)
-        return reinterpret_cast<const void*>(
-            &softmax_row_kernel<T, V, 128, kBlockRegisterVectors, RowJoin::block>);
+        return reinterpret_cast<const void*>(&softmax_row_kernel<T, V, 128, kBlockRegisterVectors, RowJoin::block>);
     }
     return nullptr;
   }

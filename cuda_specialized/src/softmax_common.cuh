@@ -49,7 +49,7 @@ __device__ __forceinline__ MS<T> ms_identity() {
 // join is exactly commutative (explicit roundings, no FMA contraction).
 template <class T>
 __device__ __forceinline__ MS<T> ms_join(const MS<T>& a, const MS<T>& b) {
-  const T m = max_t(a.m, b.m);
+  const T m       = max_t(a.m, b.m);
   const double fa = (a.m == m) ? 1.0 : static_cast<double>(exp_t(a.m - m));
   const double fb = (b.m == m) ? 1.0 : static_cast<double>(exp_t(b.m - m));
   return MS<T>{m, __dadd_rn(__dmul_rn(a.s, fa), __dmul_rn(b.s, fb))};
@@ -77,7 +77,7 @@ __device__ __forceinline__ MS<T> block_join(MS<T> v, MS<T>* red) {
   constexpr int NW = NT / 32;
   static_assert(NT % 32 == 0 && NW <= 32 && (NW & (NW - 1)) == 0, "block size");
   const int lane = threadIdx.x & 31;
-  v = warp_join<32>(v);
+  v              = warp_join<32>(v);
   if (lane == 0) red[threadIdx.x >> 5] = v;
   __syncthreads();
   if constexpr (NW == 1) {
@@ -166,10 +166,14 @@ __device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
   Pack<T, V> v;
   if constexpr (V == 4 && sizeof(T) == 4) {
     const float4 a = *reinterpret_cast<const float4*>(p);
-    v.v[0] = a.x; v.v[1] = a.y; v.v[2] = a.z; v.v[3] = a.w;
+    v.v[0]         = a.x;
+    v.v[1]         = a.y;
+    v.v[2]         = a.z;
+    v.v[3]         = a.w;
   } else if constexpr (V == 2 && sizeof(T) == 8) {
     const double2 a = *reinterpret_cast<const double2*>(p);
-    v.v[0] = a.x; v.v[1] = a.y;
+    v.v[0]          = a.x;
+    v.v[1]          = a.y;
   } else {
     static_assert(V == 1, "access width");
     v.v[0] = *p;
@@ -223,14 +227,11 @@ __device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
   if constexpr (BYTES == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
   } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(BYTES)
-                 : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(BYTES) : "memory");
   }
 }
 
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

@@ -71,7 +71,7 @@ struct SplitArgs {
   const T* x;
   T* y;
   std::int64_t ldx, ldy;
-  std::int64_t row0;     // first row of this group of rows
+  std::int64_t row0;  // first row of this group of rows
   std::int64_t cols;
   std::int64_t chunk;    // elements per block (a multiple of the vector width)
   std::int64_t nchunks;  // chunks per row
@@ -86,18 +86,18 @@ struct StreamArgs {
   const T* x;
   T* y;
   std::int64_t ldx, ldy, rows, cols;
-  int kpt;               // vectors per thread and chunk
-  std::int64_t nchunks;  // chunks per row
+  int kpt;                    // vectors per thread and chunk
+  std::int64_t nchunks;       // chunks per row
   unsigned long long* parts;  // [rows][nchunks] tagged partial of each chunk, kStreamSlotWords
                               // words each, none tagged with this call's epoch before the launch
   unsigned epoch;             // > 0
 };
 constexpr int kStreamSlotWords = 4;
 
-constexpr int kWarpBlockThreads = 128;
-constexpr int kSplitThreads = 256;
-constexpr int kStreamThreads = 512;
-constexpr int kRowRegisterVectors = 8;  // KR of the register-extended cluster and group kernels
+constexpr int kWarpBlockThreads     = 128;
+constexpr int kSplitThreads         = 256;
+constexpr int kStreamThreads        = 512;
+constexpr int kRowRegisterVectors   = 8;  // KR of the register-extended cluster and group kernels
 constexpr int kBlockRegisterVectors = 4;  // KR of the register-extended 128-thread block kernel
 
 // The compiled instantiations; nullptr where none matches.

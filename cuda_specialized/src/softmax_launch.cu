@@ -22,12 +22,11 @@ namespace impl {
 
 namespace {
 
-void launch(const void* func, dim3 grid, int threads, std::int64_t smem, int cluster, void* args,
-            cudaStream_t stream, const char* what, bool cooperative = false) {
+void launch(const void* func, dim3 grid, int threads, std::int64_t smem, int cluster, void* args, cudaStream_t stream,
+            const char* what, bool cooperative = false) {
   cudaLaunchAttribute attr;
-  cudaLaunchConfig_t cfg =
-      launch_config(grid, threads, smem, cluster > 1 ? cluster : 0, cooperative, stream, attr);
-  void* argv[1] = {args};
+  cudaLaunchConfig_t cfg = launch_config(grid, threads, smem, cluster > 1 ? cluster : 0, cooperative, stream, attr);
+  void* argv[1]          = {args};
   // The launch's own status: a cudaGetLastError() here would report an earlier call's error.
   check(cudaLaunchKernelExC(&cfg, func, argv), what);
 }
@@ -53,9 +52,9 @@ void with_workspace(const DeviceInfo& di, std::size_t bytes, cudaStream_t stream
 struct StreamSlots {
   std::mutex mu;
   unsigned long long* parts = nullptr;
-  std::size_t bytes = 0;
-  unsigned epoch = 0;  // of the last call
-  cudaEvent_t last = nullptr;
+  std::size_t bytes         = 0;
+  unsigned epoch            = 0;  // of the last call
+  cudaEvent_t last          = nullptr;
 };
 
 StreamSlots& stream_slots(int device) {
@@ -80,13 +79,12 @@ void run_warp(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaS
   // One row (group of rows) per warp, blocks replaced by the hardware as they finish, up to
   // 32 waves; plan.grid caps the blocks (a persistent grid when set to the resident count).
   const std::int64_t rows_per_block = (kWarpBlockThreads / 32) * (32 / plan.group);
-  std::int64_t grid = ceil_div(p.rows, rows_per_block);
+  std::int64_t grid                 = ceil_div(p.rows, rows_per_block);
   const std::int64_t cap =
       plan.grid > 0 ? plan.grid : 32 * static_cast<std::int64_t>(max_active(di, f, kWarpBlockThreads, 0, 0));
   grid = std::max<std::int64_t>(1, std::min({grid, cap, std::int64_t(0x7fffffff)}));
   WarpArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols};
-  launch(f, dim3(static_cast<unsigned>(grid)), kWarpBlockThreads, 0, 0, &a, stream,
-         "warp kernel launch");
+  launch(f, dim3(static_cast<unsigned>(grid)), kWarpBlockThreads, 0, 0, &a, stream, "warp kernel launch");
 }
 
 template <class T>
@@ -103,14 +101,13 @@ void run_row(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaSt
   }
   const void* f = row_func<T>(plan, plan.kr);
   if (f == nullptr) throw_invalid("no row kernel for " + describe(plan));
-  const int gt = row_group_threads(plan);
-  const std::int64_t ng = plan.threads / gt;  // rows in flight per block
+  const int gt                  = row_group_threads(plan);
+  const std::int64_t ng         = plan.threads / gt;  // rows in flight per block
   const std::int64_t per_thread = plan.ks + plan.kr;
-  if (per_thread * gt * plan.cluster * V < p.cols)
-    throw_invalid("row plan too small for the row: " + describe(plan));
-  const int lookahead = resolve_lookahead<T>(di, plan, f);
+  if (per_thread * gt * plan.cluster * V < p.cols) throw_invalid("row plan too small for the row: " + describe(plan));
+  const int lookahead     = resolve_lookahead<T>(di, plan, f);
   const std::int64_t smem = row_smem_bytes<T>(plan, lookahead);
-  const int resident = row_resident<T>(di, plan, f, lookahead);
+  const int resident      = row_resident<T>(di, plan, f, lookahead);
   if (resident <= 0) throw_invalid("row plan cannot be resident: " + describe(plan));
   // groups: blocks (clusters) launched; each keeps ng rows in flight
   std::int64_t groups = ceil_div(p.rows, ng);
@@ -129,11 +126,11 @@ void run_row(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaSt
     return;
   }
   // Grid groups: a partial and a zeroed flag per row and block.
-  const std::int64_t slots = p.rows * plan.cluster;
+  const std::int64_t slots      = p.rows * plan.cluster;
   const std::size_t parts_bytes = static_cast<std::size_t>(slots) * sizeof(MS<T>);
   const std::size_t flags_bytes = static_cast<std::size_t>(slots) * sizeof(unsigned);
   with_workspace(di, parts_bytes + flags_bytes, stream, "cudaFreeAsync (group workspace)", [&](void* ws) {
-    a.group = plan.cluster;
+    a.group  = plan.cluster;
     a.xparts = static_cast<MS<T>*>(ws);
     a.xflags = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(ws) + parts_bytes);
     check(cudaMemsetAsync(a.xflags, 0, flags_bytes, stream), "cudaMemsetAsync (group flags)");
@@ -152,8 +149,8 @@ void run_stream(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cud
       static_cast<std::size_t>(p.rows * sh.nchunks) * kStreamSlotWords * sizeof(unsigned long long);
   StreamArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols, sh.kpt, sh.nchunks, nullptr, 1};
   const auto run = [&] {
-    launch(sh.f, dim3(static_cast<unsigned>(blocks)), plan.threads + 32, sh.smem, 0, &a, stream,
-           "stream kernel launch", true);
+    launch(sh.f, dim3(static_cast<unsigned>(blocks)), plan.threads + 32, sh.smem, 0, &a, stream, "stream kernel launch",
+           true);
   };
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
@@ -171,9 +168,9 @@ void run_stream(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cud
   check(cudaStreamWaitEvent(stream, slots.last, 0), "cudaStreamWaitEvent (stream slots)");
   if (slots.bytes < parts_bytes || slots.epoch == std::numeric_limits<unsigned>::max()) {
     if (slots.parts != nullptr) check(cudaFreeAsync(slots.parts, stream), "cudaFreeAsync (stream slots)");
-    slots.parts = nullptr;
-    slots.bytes = 0;
-    void* fresh = workspace_alloc(di.device, parts_bytes, stream);
+    slots.parts           = nullptr;
+    slots.bytes           = 0;
+    void* fresh           = workspace_alloc(di.device, parts_bytes, stream);
     const cudaError_t err = cudaMemsetAsync(fresh, 0, parts_bytes, stream);
     if (err != cudaSuccess) {
       (void)cudaFreeAsync(fresh, stream);
@@ -191,8 +188,8 @@ void run_stream(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cud
 
 template <class T>
 void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaStream_t stream) {
-  const int V = plan.vec;
-  const std::int64_t es = static_cast<std::int64_t>(sizeof(T));
+  const int V              = plan.vec;
+  const std::int64_t es    = static_cast<std::int64_t>(sizeof(T));
   const std::int64_t chunk = plan.chunk > 0 ? plan.chunk : kSplitChunkBytes / es;
   if (chunk % V != 0) throw_invalid("split chunk must be a multiple of the vector width");
   const void* f1 = split_partial_kernel<T>(V);
@@ -204,23 +201,19 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
   // Rows per pass pair: what pass 2 re-reads (and what it writes) should stay in L2.
   std::int64_t group = plan.group_rows;
   if (group <= 0) group = std::max<std::int64_t>(1, (di.l2_bytes / 3) / std::max<std::int64_t>(1, p.cols * es));
-  group = std::min<std::int64_t>({group, p.rows, 65535});
-  const bool combine = nchunks > 256;
-  const std::int64_t nparts = group * nchunks;
-  const std::size_t ws_bytes =
-      static_cast<std::size_t>(nparts + (combine ? group : 0)) * sizeof(MS<T>);
+  group                      = std::min<std::int64_t>({group, p.rows, 65535});
+  const bool combine         = nchunks > 256;
+  const std::int64_t nparts  = group * nchunks;
+  const std::size_t ws_bytes = static_cast<std::size_t>(nparts + (combine ? group : 0)) * sizeof(MS<T>);
   with_workspace(di, ws_bytes, stream, "cudaFreeAsync (split workspace)", [&](void* ws) {
     MS<T>* parts = static_cast<MS<T>*>(ws);
-    MS<T>* tot = combine ? parts + nparts : nullptr;
+    MS<T>* tot   = combine ? parts + nparts : nullptr;
     for (std::int64_t r0 = 0; r0 < p.rows; r0 += group) {
       const std::int64_t nr = std::min(group, p.rows - r0);
-      SplitArgs<T> a{p.x, p.y, p.ldx, p.ldy, r0, p.cols, chunk, nchunks, parts, tot,
-                     combine ? 1 : nchunks};
+      SplitArgs<T> a{p.x, p.y, p.ldx, p.ldy, r0, p.cols, chunk, nchunks, parts, tot, combine ? 1 : nchunks};
       const dim3 grid(static_cast<unsigned>(nchunks), static_cast<unsigned>(nr));
       launch(f1, grid, kSplitThreads, 0, 0, &a, stream, "split partial launch");
-      if (combine)
-        launch(fc, dim3(static_cast<unsigned>(nr)), kSplitThreads, 0, 0, &a, stream,
-               "split combine launch");
+      if (combine) launch(fc, dim3(static_cast<unsigned>(nr)), kSplitThreads, 0, 0, &a, stream, "split combine launch");
       launch(f2, grid, kSplitThreads, 0, 0, &a, stream, "split write launch");
     }
   });
@@ -230,11 +223,11 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
 template <class T>
 void validate(const Problem<T>& p) {
   if (p.rows < 0 || p.cols < 0)
-    throw_invalid("rows and cols must be >= 0 (rows " + std::to_string(p.rows) + ", cols " +
-                  std::to_string(p.cols) + ")");
+    throw_invalid("rows and cols must be >= 0 (rows " + std::to_string(p.rows) + ", cols " + std::to_string(p.cols) +
+                  ")");
   if (p.ldx < p.cols || p.ldy < p.cols)
-    throw_invalid("ldx and ldy must be >= cols (ldx " + std::to_string(p.ldx) + ", ldy " +
-                  std::to_string(p.ldy) + ", cols " + std::to_string(p.cols) + ")");
+    throw_invalid("ldx and ldy must be >= cols (ldx " + std::to_string(p.ldx) + ", ldy " + std::to_string(p.ldy) +
+                  ", cols " + std::to_string(p.cols) + ")");
   if (p.rows > 0 && p.cols > 0 && (p.x == nullptr || p.y == nullptr))
     throw_invalid("null pointer for a non-empty matrix");
 }
@@ -254,8 +247,7 @@ void run_plan(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaS
 template void validate<float>(const Problem<float>&);
 template void validate<double>(const Problem<double>&);
 template void run_plan<float>(const DeviceInfo&, const Plan&, const Problem<float>&, cudaStream_t);
-template void run_plan<double>(const DeviceInfo&, const Plan&, const Problem<double>&,
-                               cudaStream_t);
+template void run_plan<double>(const DeviceInfo&, const Plan&, const Problem<double>&, cudaStream_t);
 
 }  // namespace impl
 }  // namespace cuda_specialized

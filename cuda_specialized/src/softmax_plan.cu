@@ -25,12 +25,12 @@ int next_pow2(std::int64_t v) {
 // hold the row or cannot be resident.
 template <class T>
 bool fit_row(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
-  const int V = plan.vec;
+  const int V             = plan.vec;
   const std::int64_t nvec = cols / V;
   if (plan.grid_join ? !di.cooperative : (plan.cluster > 1 && !di.clusters)) return false;
-  const int gt = row_group_threads(plan);
+  const int gt           = row_group_threads(plan);
   const std::int64_t pbv = ceil_div(nvec, plan.cluster);  // vectors per block (per row)
-  const std::int64_t k = ceil_div(pbv, gt);              // vectors per thread
+  const std::int64_t k   = ceil_div(pbv, gt);             // vectors per thread
   if (k > (1 << 20)) return false;
   // Grid groups are sized for two blocks per SM: registers first take what shared memory can't.
   const int kr_order[2][2] = {{0, kRowRegisterVectors}, {kRowRegisterVectors, 0}};
@@ -38,8 +38,8 @@ bool fit_row(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
     const void* f = row_func<T>(plan, kr);
     if (f == nullptr) continue;
     Plan cand = plan;
-    cand.kr = kr;
-    cand.ks = static_cast<int>(std::max<std::int64_t>(0, k - kr));
+    cand.kr   = kr;
+    cand.ks   = static_cast<int>(std::max<std::int64_t>(0, k - kr));
     if (kr > 0 && k <= kr) continue;  // the plain kernel holds it
     cand.lookahead = resolve_lookahead<T>(di, cand, f);
     if (row_resident<T>(di, cand, f, cand.lookahead) > 0) {
@@ -52,12 +52,12 @@ bool fit_row(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
 // The chunk-stream plan for the row (kStream* in softmax_plan.hpp); false if none can run.
 template <class T>
 bool choose_stream(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
-  Plan cand = plan;
-  cand.regime = Regime::stream;
+  Plan cand    = plan;
+  cand.regime  = Regime::stream;
   cand.threads = kStreamThreads;
   cand.buffers = 4;
-  cand.lead = 2;
-  cand.chunk = kStreamShortChunkBytes / static_cast<std::int64_t>(sizeof(T));
+  cand.lead    = 2;
+  cand.chunk   = kStreamShortChunkBytes / static_cast<std::int64_t>(sizeof(T));
   StreamShape<T> sh;
   const bool fits = stream_shape<T>(di, cand, cols, sh);
   if (sh.blocks <= 0) return false;  // no resident grid (or no cooperative launch)
@@ -68,8 +68,8 @@ bool choose_stream(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
     cand.grid = aligned;
   } else if (!fits || sh.nchunks > kStreamShortRowChunks) {
     cand.buffers = 5;
-    cand.lead = 3;
-    cand.chunk = kStreamLongChunkBytes / static_cast<std::int64_t>(sizeof(T));
+    cand.lead    = 3;
+    cand.chunk   = kStreamLongChunkBytes / static_cast<std::int64_t>(sizeof(T));
   }
   if (!stream_shape<T>(di, cand, cols, sh)) return false;
   plan = cand;
@@ -80,17 +80,17 @@ bool choose_stream(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
 // resident: larger clusters, then smaller ones, then one block.
 template <class T>
 bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream) {
-  const std::int64_t es = static_cast<std::int64_t>(sizeof(T));
-  const int cmax = di.clusters ? 16 : 1;
+  const std::int64_t es        = static_cast<std::int64_t>(sizeof(T));
+  const int cmax               = di.clusters ? 16 : 1;
   const std::int64_t row_bytes = cols * es;
-  auto attempt = [&](int cluster, int threads, int row_threads, bool grid_join = false) {
-    Plan cand = plan;
-    cand.regime = Regime::row;
-    cand.cluster = cluster;
-    cand.grid_join = grid_join;
-    cand.threads = threads;
+  auto attempt                 = [&](int cluster, int threads, int row_threads, bool grid_join = false) {
+    Plan cand        = plan;
+    cand.regime      = Regime::row;
+    cand.cluster     = cluster;
+    cand.grid_join   = grid_join;
+    cand.threads     = threads;
     cand.row_threads = row_threads;
-    cand.lookahead = -1;
+    cand.lookahead   = -1;
     // One block (warp-row: one block of four rows) per row group, replaced by the hardware as
     // blocks finish; clusters stay persistent. Measured on the H100 (docs/softmax_regimes.md): 91 -> 99% of
     // copy for 32-64 KB rows (a block per row) and 91-93 -> 99% for 8-16 KB rows (a warp per
@@ -102,9 +102,7 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
   };
   if (row_bytes <= kWarpRowMaxBytes && attempt(1, 128, 32)) return true;
   if (row_bytes <= kRowNarrowBlockBytes && attempt(1, 128, 0)) return true;
-  if (row_bytes <= kRowTargetBlockBytes &&
-      attempt(1, row_bytes > kRowWideBlockBytes ? 512 : 256, 0))
-    return true;
+  if (row_bytes <= kRowTargetBlockBytes && attempt(1, row_bytes > kRowWideBlockBytes ? 512 : 256, 0)) return true;
   // Rows past kRowSingleBlockMinBytes that one SM holds: one 512-thread block per row, measured
   // at 97% of copy on 192 KB rows against 92-94% in clusters of 2 (at 128 KB the two were even).
   if (row_bytes > kRowSingleBlockMinBytes && attempt(1, 512, 0)) return true;
@@ -112,8 +110,7 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
   // multiprocessors), grid groups and clusters. Measured on the H100 against the plans it
   // replaced: 256 KB - 6 MB rows 89.6-98.1% of copy against 38-91% (clusters of 2 to 16, grid
   // groups, split); 128 KB rows 92.1% against 93.8% for clusters of 2, which keep 64-128 KB.
-  if (stream && plan.vec > 1 && row_bytes > kRowSingleBlockMinBytes && choose_stream<T>(di, cols, plan))
-    return true;
+  if (stream && plan.vec > 1 && row_bytes > kRowSingleBlockMinBytes && choose_stream<T>(di, cols, plan)) return true;
   // Rows beyond 16 blocks of kRowClusterWideBytes, where clusters of 16 need one 512-thread
   // block per SM and only 7 such clusters are resident on the H100 (112 of 132 SMs): a grid
   // group of 256-thread blocks, two per SM, so 8 rows of 4 MB are in flight on 128 SMs.
@@ -137,8 +134,7 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
   order[n++] = 1;
   for (int i = 0; i < n; ++i) {
     const std::int64_t block_bytes = ceil_div(row_bytes, order[i]);
-    const int threads =
-        block_bytes > (order[i] > 1 ? kRowClusterWideBytes : kRowWideBlockBytes) ? 512 : 256;
+    const int threads = block_bytes > (order[i] > 1 ? kRowClusterWideBytes : kRowWideBlockBytes) ? 512 : 256;
     if (attempt(order[i], threads, 0)) return true;
   }
   return false;
@@ -147,7 +143,7 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
 
 template <class T>
 bool vector_ok(const Problem<T>& p) {
-  const int V = vec_width<T>();
+  const int V        = vec_width<T>();
   const auto aligned = [](const void* q) { return (reinterpret_cast<std::uintptr_t>(q) & 15u) == 0; };
   return p.cols % V == 0 && p.ldx % V == 0 && p.ldy % V == 0 && aligned(p.x) && aligned(p.y);
 }
@@ -155,24 +151,24 @@ bool vector_ok(const Problem<T>& p) {
 template <class T>
 Plan make_plan(const DeviceInfo& di, const Problem<T>& p, bool stream) {
   Plan plan;
-  plan.vec = vector_ok(p) ? vec_width<T>() : 1;
+  plan.vec              = vector_ok(p) ? vec_width<T>() : 1;
   const std::int64_t es = static_cast<std::int64_t>(sizeof(T));
   if (p.cols * es <= kWarpMaxRowBytes) {
-    plan.regime = Regime::warp;
+    plan.regime             = Regime::warp;
     const std::int64_t nvec = ceil_div(p.cols, plan.vec);
     if (nvec <= 16) {
-      plan.group = next_pow2(nvec);
+      plan.group  = next_pow2(nvec);
       plan.chunks = 1;
     } else {
-      plan.group = 32;
+      plan.group                  = 32;
       const std::int64_t per_lane = ceil_div(nvec, 32);
-      plan.chunks = plan.vec > 1 ? static_cast<int>(per_lane) : next_pow2(per_lane);
+      plan.chunks                 = plan.vec > 1 ? static_cast<int>(per_lane) : next_pow2(per_lane);
     }
     return plan;
   }
   if (choose_row<T>(di, p.cols, plan, stream)) return plan;
   plan.regime = Regime::split;
-  plan.chunk = kSplitChunkBytes / es;
+  plan.chunk  = kSplitChunkBytes / es;
   return plan;
 }
 template <class T>
@@ -191,7 +187,7 @@ std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector) {
     hi *= 2;
   }
   while (hi - lo > 1) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
+    const std::int64_t mid      = lo + (hi - lo) / 2;
     (onchip(mid * V) ? lo : hi) = mid;
   }
   return lo * V;
@@ -201,19 +197,18 @@ std::string describe(const Plan& plan) {
   char buf[160];
   switch (plan.regime) {
     case Regime::warp:
-      std::snprintf(buf, sizeof(buf), "warp vec=%d group=%d chunks=%d", plan.vec, plan.group,
-                    plan.chunks);
+      std::snprintf(buf, sizeof(buf), "warp vec=%d group=%d chunks=%d", plan.vec, plan.group, plan.chunks);
       break;
     case Regime::row:
       std::snprintf(buf, sizeof(buf), "%s vec=%d cluster=%d threads=%d ks=%d kr=%d la=%d",
-                    plan.grid_join ? "group"
+                    plan.grid_join     ? "group"
                     : plan.cluster > 1 ? "cluster"
                                        : (plan.row_threads == 32 ? "warprow" : "block"),
                     plan.vec, plan.cluster, plan.threads, plan.ks, plan.kr, plan.lookahead);
       break;
     case Regime::stream:
-      std::snprintf(buf, sizeof(buf), "stream vec=%d threads=%d chunk=%lld buffers=%d lead=%d", plan.vec,
-                    plan.threads, static_cast<long long>(plan.chunk), plan.buffers, plan.lead);
+      std::snprintf(buf, sizeof(buf), "stream vec=%d threads=%d chunk=%lld buffers=%d lead=%d", plan.vec, plan.threads,
+                    static_cast<long long>(plan.chunk), plan.buffers, plan.lead);
       break;
     case Regime::split:
       std::snprintf(buf, sizeof(buf), "split vec=%d chunk=%lld group_rows=%lld", plan.vec,
@@ -228,9 +223,10 @@ std::string describe(const Plan& plan) {
 template bool vector_ok<float>(const Problem<float>&);
 template bool vector_ok<double>(const Problem<double>&);
 template Plan make_plan<float>(const DeviceInfo&, const Problem<float>&, bool);
-template Plan make_plan<double>(const DeviceInfo&, const Problem<double>&, bool);template std::int64_t onchip_max_cols<float>(const DeviceInfo&, bool);
+template Plan make_plan<double>(const DeviceInfo&, const Problem<double>&, bool);
+template std::int64_t onchip_max_cols<float>(const DeviceInfo&, bool);
 template std::int64_t onchip_max_cols<double>(const DeviceInfo&, bool);
 
-}  // namespace impl}  // namespace impl
+}  // namespace impl
 }  // namespace cuda_specialized
 }  // namespace softfuse

@@ -21,27 +21,27 @@ enum class Regime { warp, row, stream, split };
 
 struct Plan {
   Regime regime = Regime::warp;
-  int vec = 1;                   // elements per access: 16/sizeof(T) when aligned, else 1
+  int vec       = 1;  // elements per access: 16/sizeof(T) when aligned, else 1
   // warp: G lanes per row, NCH vectors per lane
-  int group = 32;
+  int group  = 32;
   int chunks = 1;
   // row: cluster of `cluster` blocks of `threads`, ks vectors per thread in shared memory
   // and kr in registers; row_threads = 32: each warp of the block holds its own row;
   // grid_join: the `cluster` (2..32) blocks of a row are a group of a cooperative grid, joined
   // through global memory, not a hardware cluster
-  int cluster = 1;
-  bool grid_join = false;
-  int threads = 256;
-  int row_threads = 0;  // 0: the whole block (or cluster) per row
-  int lookahead = -1;   // spare slot group for the next row's first group: -1 auto, 0 off, 1 on
-  int ks = 0;
-  int kr = 0;
+  int cluster     = 1;
+  bool grid_join  = false;
+  int threads     = 256;
+  int row_threads = 0;   // 0: the whole block (or cluster) per row
+  int lookahead   = -1;  // spare slot group for the next row's first group: -1 auto, 0 off, 1 on
+  int ks          = 0;
+  int kr          = 0;
   // stream: `threads` per block, chunk elements per block and step, `buffers` chunks per block in
   // shared memory, reduced `lead` steps before they are written (grid: blocks, 0 = resident)
   int buffers = 4;
-  int lead = 2;
+  int lead    = 2;
   // split: elements per block, rows per pass pair (0: from the L2 size)
-  std::int64_t chunk = 0;
+  std::int64_t chunk      = 0;
   std::int64_t group_rows = 0;
   // persistent grid (warp: blocks; row: rows in flight); 0: from the occupancy
   std::int64_t grid = 0;
@@ -95,19 +95,19 @@ std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector);
 // above kRowWideBlockBytes. Row plans without clusters launch a block per row (the hardware
 // replaces finished blocks); clusters and grid groups are persistent and prefetch their next row.
 // Chunk streams need cooperative launch (all blocks resident); rows neither takes: split path.
-constexpr std::int64_t kWarpMaxRowBytes = 4096;
-constexpr std::int64_t kWarpRowMaxBytes = 16 * 1024;
-constexpr std::int64_t kRowNarrowBlockBytes = 32 * 1024;
-constexpr std::int64_t kRowWideBlockBytes = 64 * 1024;
-constexpr std::int64_t kRowTargetBlockBytes = 64 * 1024;
+constexpr std::int64_t kWarpMaxRowBytes        = 4096;
+constexpr std::int64_t kWarpRowMaxBytes        = 16 * 1024;
+constexpr std::int64_t kRowNarrowBlockBytes    = 32 * 1024;
+constexpr std::int64_t kRowWideBlockBytes      = 64 * 1024;
+constexpr std::int64_t kRowTargetBlockBytes    = 64 * 1024;
 constexpr std::int64_t kRowSingleBlockMinBytes = 128 * 1024;
-constexpr std::int64_t kRowPairMaxBytes = 256 * 1024;
-constexpr std::int64_t kRowClusterBlockBytes = 64 * 1024;
-constexpr std::int64_t kRowClusterWideBytes = 96 * 1024;
-constexpr std::int64_t kRowGroupMinBytes = 16 * kRowClusterWideBytes;
-constexpr std::int64_t kRowGroupBlockBytes = 128 * 1024;
-constexpr int kRowGroupMaxBlocks = 32;  // the lanes of the warp that joins the partials
-constexpr std::int64_t kSplitChunkBytes = 64 * 1024;
+constexpr std::int64_t kRowPairMaxBytes        = 256 * 1024;
+constexpr std::int64_t kRowClusterBlockBytes   = 64 * 1024;
+constexpr std::int64_t kRowClusterWideBytes    = 96 * 1024;
+constexpr std::int64_t kRowGroupMinBytes       = 16 * kRowClusterWideBytes;
+constexpr std::int64_t kRowGroupBlockBytes     = 128 * 1024;
+constexpr int kRowGroupMaxBlocks               = 32;  // the lanes of the warp that joins the partials
+constexpr std::int64_t kSplitChunkBytes        = 64 * 1024;
 // Chunk streams: chunks of kStreamShortChunkBytes in 4 buffers per block, reduced 2 steps ahead,
 // on a grid of whole rows per step (the largest multiple of the row's chunks the resident blocks
 // hold) where that keeps at least kStreamAlignedMinShare % of them; otherwise on all resident
@@ -117,9 +117,9 @@ constexpr std::int64_t kSplitChunkBytes = 64 * 1024;
 // whole rows per step 96.2-98.0 % for 1.5-3 MB rows against 91.0-95.0 % on all 132 blocks; 4 MB
 // rows (86 chunks: 86 blocks) stay on the 5 x 40 KB plan at ~90 %.
 constexpr std::int64_t kStreamShortChunkBytes = 48 * 1024;
-constexpr std::int64_t kStreamShortRowChunks = 32;
+constexpr std::int64_t kStreamShortRowChunks  = 32;
 constexpr std::int64_t kStreamAlignedMinShare = 95;
-constexpr std::int64_t kStreamLongChunkBytes = 40 * 1024;
+constexpr std::int64_t kStreamLongChunkBytes  = 40 * 1024;
 
 std::string describe(const Plan& plan);
 

@@ -65,15 +65,15 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
 // bitwise-same (M, S); `bcast` hands it to the block (one __syncthreads). Each flag of a call
 // is written once (one slot per row and block), so a zeroed array needs no reset.
 template <class T>
-__device__ __forceinline__ MS<T> grid_group_join(MS<T> v, MS<T>* parts, unsigned* flags, int C,
-                                                 int rank, MS<T>* bcast) {
+__device__ __forceinline__ MS<T> grid_group_join(MS<T> v, MS<T>* parts, unsigned* flags, int C, int rank,
+                                                 MS<T>* bcast) {
   if (threadIdx.x == 0) {
     parts[rank] = v;
     st_release_gpu(&flags[rank], 1u);
   }
   if (threadIdx.x < 32) {
     const int q = threadIdx.x;
-    MS<T> w = ms_identity<T>();
+    MS<T> w     = ms_identity<T>();
     if (q < C) {
       while (ld_acquire_gpu(&flags[q]) == 0) {
       }
@@ -100,8 +100,7 @@ __device__ __forceinline__ void mbar_init(unsigned addr, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned addr, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes)
-               : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_wait_parity(unsigned addr, unsigned parity) {
   unsigned done = 0;
@@ -115,11 +114,9 @@ __device__ __forceinline__ void mbar_wait_parity(unsigned addr, unsigned parity)
   }
 }
 // 16 bytes into another block's shared memory, completing 16 transaction bytes on its mbarrier.
-__device__ __forceinline__ void st_async_16(unsigned remote_addr, double a, double b,
-                                            unsigned remote_mbar) {
+__device__ __forceinline__ void st_async_16(unsigned remote_addr, double a, double b, unsigned remote_mbar) {
   asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b64 [%0], {%1, %2}, [%3];\n" ::"r"(
-          remote_addr),
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b64 [%0], {%1, %2}, [%3];\n" ::"r"(remote_addr),
       "l"(__double_as_longlong(a)), "l"(__double_as_longlong(b)), "r"(remote_mbar)
       : "memory");
 }
@@ -137,7 +134,7 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
     return;
   }
 #endif
-  using P = Pack<T, V>;
+  using P          = Pack<T, V>;
   constexpr int NW = NT / 32;
   constexpr int NS = row_stages<NT>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -150,21 +147,21 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
   __shared__ MS<T> gtot;
 
   constexpr int NG = NT / GT;  // rows in flight per block
-  const int lane = threadIdx.x & 31;
-  const int t = threadIdx.x % GT;  // thread within the row's group
-  const int grp = threadIdx.x / GT;
-  int C = 1;  // blocks in the cluster
-  int rank = 0;
+  const int lane   = threadIdx.x & 31;
+  const int t      = threadIdx.x % GT;  // thread within the row's group
+  const int grp    = threadIdx.x / GT;
+  int C            = 1;  // blocks in the cluster
+  int rank         = 0;
   std::int64_t cid = static_cast<std::int64_t>(blockIdx.x) * NG + grp;
   std::int64_t ncl = static_cast<std::int64_t>(gridDim.x) * NG;
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
   if constexpr (CLUSTERED) {
-    namespace cg = cooperative_groups;
+    namespace cg               = cooperative_groups;
     const cg::cluster_group cl = cg::this_cluster();
-    C = static_cast<int>(cl.num_blocks());
-    rank = static_cast<int>(cl.block_rank());
-    cid = blockIdx.x / C;
-    ncl = gridDim.x / C;
+    C                          = static_cast<int>(cl.num_blocks());
+    rank                       = static_cast<int>(cl.block_rank());
+    cid                        = blockIdx.x / C;
+    ncl                        = gridDim.x / C;
     if (t == 0) {
       mbar_init(smem_u32(&mbar[0]), 1);
       mbar_init(smem_u32(&mbar[1]), 1);
@@ -174,33 +171,31 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
   }
 #endif
   if constexpr (J == RowJoin::grid) {
-    C = a.group;
+    C    = a.group;
     rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(C));
-    cid = blockIdx.x / C;
-    ncl = gridDim.x / C;
+    cid  = blockIdx.x / C;
+    ncl  = gridDim.x / C;
   }
   (void)C;
   (void)lane;
   (void)recv;
   (void)mbar;
   (void)gtot;
-  const int ks = a.ks;
-  const int kt = KR + ks;
+  const int ks            = a.ks;
+  const int kt            = KR + ks;
   const std::int64_t nvec = a.cols / V;
   const std::int64_t base = static_cast<std::int64_t>(rank) * kt * GT + t;
-  const int nvt =
-      base < nvec ? static_cast<int>(min(static_cast<std::int64_t>(kt), (nvec - base + GT - 1) / GT))
-                  : 0;
-  const int nvs = max(0, nvt - KR);  // valid shared-memory vectors of this thread
+  const int nvt = base < nvec ? static_cast<int>(min(static_cast<std::int64_t>(kt), (nvec - base + GT - 1) / GT)) : 0;
+  const int nvs = max(0, nvt - KR);                               // valid shared-memory vectors of this thread
   const std::int64_t stride = static_cast<std::int64_t>(GT) * V;  // elements between j and j+1
   // Shared-memory vectors in NS logical groups of gs (logical vector j in group j / gs); the
   // na non-empty groups rotate over nphys physical groups: with the spare one (lookahead), the
   // next row's group 0 is loaded before the join. Each row group of the block has its slots.
   const RowSlots rs = row_slots(ks, NT, a.lookahead);
-  const int gs = rs.gs;
-  const int nphys = rs.nphys;
-  P* const slots = buf + static_cast<std::int64_t>(grp) * nphys * gs * GT;
-  const T ninf = neg_inf(T());
+  const int gs      = rs.gs;
+  const int nphys   = rs.nphys;
+  P* const slots    = buf + static_cast<std::int64_t>(grp) * nphys * gs * GT;
+  const T ninf      = neg_inf(T());
   // slot of vector i (0 <= i < gs) of logical group g when the row's rotation offset is off
   auto slot = [&](int g, int i, int off) -> P* {
     int ph = g + off;
@@ -214,8 +209,7 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
 
   auto issue_group = [&](const T* xr, int g, int off) {
     const int n = group_len(g);
-    for (int i = 0; i < n; ++i)
-      cp_async<sizeof(P)>(slot(g, i, off), xr + (KR + g * gs + i) * stride);
+    for (int i = 0; i < n; ++i) cp_async<sizeof(P)>(slot(g, i, off), xr + (KR + g * gs + i) * stride);
   };
 
   // Prologue: the first row, registers first, then NS commit groups.
@@ -234,14 +228,14 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
 
   int k = 0;  // rows done by this row group
   for (std::int64_t r = cid; r < a.rows; r += ncl, ++k) {
-    const int p = k & 1;
+    const int p           = k & 1;
     const std::int64_t rn = r + ncl;
-    const bool has_next = rn < a.rows;
-    const T* xn = a.x + (has_next ? rn : r) * a.ldx + base * V;
+    const bool has_next   = rn < a.rows;
+    const T* xn           = a.x + (has_next ? rn : r) * a.ldx + base * V;
 
     // A: per-group maximum, exponentials in place, sums.
     MS<T> st = ms_identity<T>();
-    T mreg = ninf;
+    T mreg   = ninf;
     if constexpr (KR > 0) {
 #pragma unroll
       for (int j = 0; j < KR; ++j)
@@ -261,20 +255,20 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
     for (int g = 0; g < NS; ++g) {
       cp_async_wait_upto(NS - 1 - g);
       const int n = group_len(g);
-      T m = ninf;
+      T m         = ninf;
 #pragma unroll 4
       for (int i = 0; i < n; ++i) m = max_pack(load_slot<T, V>(slot(g, i, off)), m);
       double s = 0.0;
 #pragma unroll 2
       for (int i = 0; i < n; ++i) {
         P* sp = slot(g, i, off);
-        P v = load_slot<T, V>(sp);
+        P v   = load_slot<T, V>(sp);
         exp_pack(v, m);
         store_slot<T, V>(sp, v);
         s += sum_pack(v);
       }
       mg[g] = m;
-      st = ms_join(st, MS<T>{m, s});
+      st    = ms_join(st, MS<T>{m, s});
     }
     // Lookahead: the next row's group 0 into the spare physical group, before the join.
     const int off_next = a.lookahead ? (off + nphys - 1) % max(nphys, 1) : 0;
@@ -300,18 +294,17 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
       }
       mbar_wait_parity(bar, static_cast<unsigned>(k >> 1) & 1u);
       const int q = lane & 15;  // each aligned group of 16 lanes holds all C partials
-      tot = warp_join<16>(q < C ? MS<T>{static_cast<T>(recv[p][q][0]), recv[p][q][1]}
-                                : ms_identity<T>());
+      tot         = warp_join<16>(q < C ? MS<T>{static_cast<T>(recv[p][q][0]), recv[p][q][1]} : ms_identity<T>());
     }
 #endif
     if constexpr (J == RowJoin::grid) {
       const std::int64_t slot0 = r * C;
-      tot = grid_group_join(tot, a.xparts + slot0, a.xflags + slot0, C, rank, &gtot);
+      tot                      = grid_group_join(tot, a.xparts + slot0, a.xflags + slot0, C, rank, &gtot);
     }
-    const T M = tot.m;
-    const T inv = static_cast<T>(1.0 / tot.s);
+    const T M      = tot.m;
+    const T inv    = static_cast<T>(1.0 / tot.s);
     const bool bad = is_inf(M);
-    const T nan = quiet_nan(T());
+    const T nan    = quiet_nan(T());
 
     // D: write this row, refilling each freed slot with the next row's vector.
     T* yr = a.y + r * a.ldy + base * V;
@@ -328,13 +321,13 @@ __global__ void __launch_bounds__(NT, row_min_blocks<NT, KR>()) softmax_row_kern
 #pragma unroll
     for (int g = 0; g < NS; ++g) {
       const int n = group_len(g);
-      const T f = bad ? nan : exp_t(mg[g] - M) * inv;
+      const T f   = bad ? nan : exp_t(mg[g] - M) * inv;
       // with lookahead the slots of group g take the next row's group g + 1
       const int gn = a.lookahead ? g + 1 : g;
       const int nn = (has_next && gn < NS) ? group_len(gn) : 0;
 #pragma unroll 2
       for (int i = 0; i < n; ++i) {
-        P* sp = slot(g, i, off);
+        P* sp     = slot(g, i, off);
         const P v = load_slot<T, V>(sp);
         store_pack<T, V>(yr + (KR + g * gs + i) * stride, scale_pack(v, f));
         if (i < nn) cp_async<sizeof(P)>(sp, xn + (KR + gn * gs + i) * stride);

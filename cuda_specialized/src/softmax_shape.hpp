@@ -21,9 +21,7 @@ constexpr int vec_width() {
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-inline int row_group_threads(const Plan& plan) {
-  return plan.row_threads > 0 ? plan.row_threads : plan.threads;
-}
+inline int row_group_threads(const Plan& plan) { return plan.row_threads > 0 ? plan.row_threads : plan.threads; }
 
 // The compiled row kernel of a plan with kr vectors per thread in registers; nullptr where none.
 template <class T>
@@ -43,8 +41,7 @@ const void* row_func(const Plan& plan, int kr) {
 template <class T>
 std::int64_t row_smem_bytes(const Plan& plan, int lookahead) {
   const RowSlots rs = row_slots(plan.ks, plan.threads, lookahead);
-  return static_cast<std::int64_t>(rs.nphys) * rs.gs * plan.threads * plan.vec *
-         static_cast<std::int64_t>(sizeof(T));
+  return static_cast<std::int64_t>(rs.nphys) * rs.gs * plan.threads * plan.vec * static_cast<std::int64_t>(sizeof(T));
 }
 
 // Resident row groups (blocks, clusters or grid groups) of a row plan with the given lookahead
@@ -71,7 +68,7 @@ int resolve_lookahead(const DeviceInfo& di, const Plan& plan, const void* f) {
 // resident.
 template <class T>
 struct StreamShape {
-  int kpt = 0;
+  int kpt              = 0;
   std::int64_t nchunks = 0, blocks = 0, smem = 0;
   const void* f = nullptr;
 };
@@ -81,12 +78,12 @@ bool stream_shape(const DeviceInfo& di, const Plan& plan, std::int64_t cols, Str
   if (!di.cooperative) return false;
   sh.f = stream_kernel<T>(plan.vec, plan.threads, plan.buffers, plan.lead);
   if (sh.f == nullptr || plan.chunk <= 0 || plan.chunk % plan.vec != 0) return false;
-  sh.kpt = static_cast<int>(ceil_div(plan.chunk / plan.vec, plan.threads));
-  const std::int64_t chunk = static_cast<std::int64_t>(sh.kpt) * plan.threads * plan.vec;
-  sh.nchunks = ceil_div(cols, chunk);
-  sh.smem = plan.buffers * chunk * static_cast<std::int64_t>(sizeof(T));
+  sh.kpt                      = static_cast<int>(ceil_div(plan.chunk / plan.vec, plan.threads));
+  const std::int64_t chunk    = static_cast<std::int64_t>(sh.kpt) * plan.threads * plan.vec;
+  sh.nchunks                  = ceil_div(cols, chunk);
+  sh.smem                     = plan.buffers * chunk * static_cast<std::int64_t>(sizeof(T));
   const std::int64_t resident = max_active(di, sh.f, plan.threads + 32, sh.smem, 0);  // + the control warp
-  sh.blocks = plan.grid > 0 ? std::min<std::int64_t>(plan.grid, resident) : resident;
+  sh.blocks                   = plan.grid > 0 ? std::min<std::int64_t>(plan.grid, resident) : resident;
   // a row spans at most lead - 1 steps of the grid (+1 chunk): its partials are all published
   // one step before any block waits for them
   return sh.blocks > 0 && sh.nchunks <= (plan.lead - 1) * sh.blocks + 1;

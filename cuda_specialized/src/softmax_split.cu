@@ -14,14 +14,14 @@ template <class T, int V, int NT>
 __global__ void __launch_bounds__(NT) softmax_split_partial_kernel(const SplitArgs<T> a) {
   using P = Pack<T, V>;
   __shared__ MS<T> red[NT / 32];
-  const std::int64_t r = a.row0 + blockIdx.y;
-  const T* xr = a.x + r * a.ldx;
+  const std::int64_t r    = a.row0 + blockIdx.y;
+  const T* xr             = a.x + r * a.ldx;
   const std::int64_t nvec = a.cols / V;
-  const std::int64_t cv = a.chunk / V;
-  const std::int64_t v0 = static_cast<std::int64_t>(blockIdx.x) * cv;
-  const std::int64_t v1 = min(v0 + cv, nvec);
-  const T ninf = neg_inf(T());
-  MS<T> st = ms_identity<T>();
+  const std::int64_t cv   = a.chunk / V;
+  const std::int64_t v0   = static_cast<std::int64_t>(blockIdx.x) * cv;
+  const std::int64_t v1   = min(v0 + cv, nvec);
+  const T ninf            = neg_inf(T());
+  MS<T> st                = ms_identity<T>();
   for (std::int64_t i = v0 + threadIdx.x; i < v1; i += NT * kSplitUnroll) {
     P v[kSplitUnroll];
 #pragma unroll
@@ -45,7 +45,7 @@ template <class T, int NT>
 __global__ void __launch_bounds__(NT) softmax_split_combine_kernel(const SplitArgs<T> a) {
   __shared__ MS<T> red[NT / 32];
   const MS<T>* src = a.parts + static_cast<std::int64_t>(blockIdx.x) * a.nchunks;
-  MS<T> st = ms_identity<T>();
+  MS<T> st         = ms_identity<T>();
   for (std::int64_t i = threadIdx.x; i < a.nchunks; i += NT) st = ms_join(st, src[i]);
   st = block_join<NT>(st, red);
   if (threadIdx.x == 0) a.tot[blockIdx.x] = st;
@@ -56,19 +56,19 @@ __global__ void __launch_bounds__(NT) softmax_split_write_kernel(const SplitArgs
   using P = Pack<T, V>;
   __shared__ MS<T> red[NT / 32];
   const std::int64_t rr = blockIdx.y;
-  const std::int64_t r = a.row0 + rr;
-  const MS<T>* src = (a.nparts == 1) ? a.tot + rr : a.parts + rr * a.nchunks;
-  MS<T> st = ms_identity<T>();
+  const std::int64_t r  = a.row0 + rr;
+  const MS<T>* src      = (a.nparts == 1) ? a.tot + rr : a.parts + rr * a.nchunks;
+  MS<T> st              = ms_identity<T>();
   for (std::int64_t i = threadIdx.x; i < a.nparts; i += NT) st = ms_join(st, src[i]);
   const RowScale<T> sc = row_scale(block_join<NT>(st, red));
 
-  const T* xr = a.x + r * a.ldx;
-  T* yr = a.y + r * a.ldy;
+  const T* xr             = a.x + r * a.ldx;
+  T* yr                   = a.y + r * a.ldy;
   const std::int64_t nvec = a.cols / V;
-  const std::int64_t cv = a.chunk / V;
-  const std::int64_t c = a.nchunks - 1 - blockIdx.x;  // the chunks pass 1 read last, first
-  const std::int64_t v0 = c * cv;
-  const std::int64_t v1 = min(v0 + cv, nvec);
+  const std::int64_t cv   = a.chunk / V;
+  const std::int64_t c    = a.nchunks - 1 - blockIdx.x;  // the chunks pass 1 read last, first
+  const std::int64_t v0   = c * cv;
+  const std::int64_t v1   = min(v0 + cv, nvec);
   for (std::int64_t i = v0 + threadIdx.x; i < v1; i += NT * kSplitUnroll) {
     P v[kSplitUnroll];
 #pragma unroll
@@ -87,10 +87,8 @@ __global__ void __launch_bounds__(NT) softmax_split_write_kernel(const SplitArgs
 template <class T>
 const void* split_partial_kernel(int vec) {
   constexpr int VV = 16 / static_cast<int>(sizeof(T));
-  if (vec == VV)
-    return reinterpret_cast<const void*>(&softmax_split_partial_kernel<T, VV, kSplitThreads>);
-  if (vec == 1)
-    return reinterpret_cast<const void*>(&softmax_split_partial_kernel<T, 1, kSplitThreads>);
+  if (vec == VV) return reinterpret_cast<const void*>(&softmax_split_partial_kernel<T, VV, kSplitThreads>);
+  if (vec == 1) return reinterpret_cast<const void*>(&softmax_split_partial_kernel<T, 1, kSplitThreads>);
   return nullptr;
 }
 
@@ -102,10 +100,8 @@ const void* split_combine_kernel() {
 template <class T>
 const void* split_write_kernel(int vec) {
   constexpr int VV = 16 / static_cast<int>(sizeof(T));
-  if (vec == VV)
-    return reinterpret_cast<const void*>(&softmax_split_write_kernel<T, VV, kSplitThreads>);
-  if (vec == 1)
-    return reinterpret_cast<const void*>(&softmax_split_write_kernel<T, 1, kSplitThreads>);
+  if (vec == VV) return reinterpret_cast<const void*>(&softmax_split_write_kernel<T, VV, kSplitThreads>);
+  if (vec == 1) return reinterpret_cast<const void*>(&softmax_split_write_kernel<T, 1, kSplitThreads>);
   return nullptr;
 }
 

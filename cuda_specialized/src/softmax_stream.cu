@@ -45,8 +45,8 @@ __device__ __forceinline__ void publish_tagged(unsigned long long* slot, const M
 }
 // The four words already loaded into w; reloads those not yet written.
 template <class T>
-__device__ __forceinline__ MS<T> complete_tagged(const unsigned long long* slot, unsigned long long (&w)[kStreamSlotWords],
-                                                 unsigned epoch) {
+__device__ __forceinline__ MS<T> complete_tagged(const unsigned long long* slot,
+                                                 unsigned long long (&w)[kStreamSlotWords], unsigned epoch) {
 #pragma unroll
   for (int i = 0; i < kStreamSlotWords; ++i)
     while ((w[i] >> 32) != epoch) w[i] = ld_relaxed_gpu_u64(slot + i);
@@ -58,21 +58,21 @@ template <class T, int V, int NT, int NB, int R>
 __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const StreamArgs<T> a) {
   static_assert(R >= 2 && R <= NB - 2, "reduce lead: at least one load in flight, one step of slack");
   constexpr int NW = NT / 32;
-  using P = Pack<T, V>;
+  using P          = Pack<T, V>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   P* const buf = reinterpret_cast<P*>(smem_raw);
   __shared__ MS<T> red[2][NW];
   __shared__ MS<T> tot_s[2];
   __shared__ T mth[NB][NT];  // each data thread's maximum over its part of the chunk in each buffer
-  const int t = threadIdx.x;
-  const int lane = t & 31;
-  const bool control = t >= NT;
-  const int kpt = a.kpt;
-  const std::int64_t cv = static_cast<std::int64_t>(kpt) * NT;  // vectors per chunk
-  const std::int64_t nvec = a.cols / V;
+  const int t              = threadIdx.x;
+  const int lane           = t & 31;
+  const bool control       = t >= NT;
+  const int kpt            = a.kpt;
+  const std::int64_t cv    = static_cast<std::int64_t>(kpt) * NT;  // vectors per chunk
+  const std::int64_t nvec  = a.cols / V;
   const std::int64_t total = a.rows * a.nchunks;
-  const std::int64_t G = gridDim.x;
-  const T ninf = neg_inf(T());
+  const std::int64_t G     = gridDim.x;
+  const T ninf             = neg_inf(T());
 
   auto slot = [&](int b, int i) { return buf + (static_cast<std::int64_t>(b) * kpt + i) * NT + t; };
   // this data thread's vectors of chunk c: i * NT + t for i < count
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
   // Data warps: chunk tk (landed in buffer b) as exponentials against the thread's maximum, in
   // place; the warp's partial into red[p] for the control warp.
   auto reduce = [&](std::int64_t tk, int b, int p) {
-    T m = ninf;
+    T m      = ninf;
     double s = 0.0;
     if (tk < total) {
       const int n = count(tk % a.nchunks);
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
         s += sum_pack(v);
       }
     }
-    mth[b][t] = m;
+    mth[b][t]     = m;
     const MS<T> w = warp_join<32>(MS<T>{m, s});
     if (lane == 0) red[p][t >> 5] = w;
   };
@@ -118,10 +118,10 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
   // (joined in the same order for every chunk of the row, so all get the bitwise-same (M, S)).
   // All of a lane's loads are issued before any is checked: one round trip when all are there.
   auto fetch_total = [&](std::int64_t tk, int p) {
-    constexpr int kBatch = 4;  // partials per lane and round trip
-    const std::int64_t r = tk / a.nchunks;
+    constexpr int kBatch         = 4;  // partials per lane and round trip
+    const std::int64_t r         = tk / a.nchunks;
     const unsigned long long* pr = a.parts + r * a.nchunks * kStreamSlotWords;
-    MS<T> w = ms_identity<T>();
+    MS<T> w                      = ms_identity<T>();
     for (std::int64_t q0 = lane; q0 < a.nchunks; q0 += 32 * kBatch) {
       unsigned long long v[kBatch][kStreamSlotWords];
 #pragma unroll
@@ -143,9 +143,9 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
   auto write = [&](std::int64_t tk, int b, int p) {
     const std::int64_t c = tk % a.nchunks, r = tk / a.nchunks;
     const MS<T> tot = tot_s[p];
-    const T f = is_inf(tot.m) ? quiet_nan(T()) : exp_t(mth[b][t] - tot.m) * static_cast<T>(1.0 / tot.s);
-    T* yr = a.y + r * a.ldy + (c * cv + t) * V;
-    const int n = count(c);
+    const T f       = is_inf(tot.m) ? quiet_nan(T()) : exp_t(mth[b][t] - tot.m) * static_cast<T>(1.0 / tot.s);
+    T* yr           = a.y + r * a.ldy + (c * cv + t) * V;
+    const int n     = count(c);
     for (int i = 0; i < n; ++i)
       store_pack<T, V>(yr + static_cast<std::int64_t>(i) * NT * V, scale_pack(load_slot<T, V>(slot(b, i)), f));
   };

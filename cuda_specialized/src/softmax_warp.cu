@@ -7,22 +7,21 @@ namespace cuda_specialized {
 namespace impl {
 
 template <class T, int V, int G, int NCH>
-__global__ void __launch_bounds__(kWarpBlockThreads)
-    softmax_warp_kernel(const WarpArgs<T> a) {
-  using P = Pack<T, V>;
-  constexpr int RPW = 32 / G;  // rows per warp and step
-  const int lane = threadIdx.x & 31;
-  const int gl = lane % G;
-  const int grp = lane / G;
-  const std::int64_t gw = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const std::int64_t nw = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
+__global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const WarpArgs<T> a) {
+  using P                 = Pack<T, V>;
+  constexpr int RPW       = 32 / G;  // rows per warp and step
+  const int lane          = threadIdx.x & 31;
+  const int gl            = lane % G;
+  const int grp           = lane / G;
+  const std::int64_t gw   = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const std::int64_t nw   = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
   const std::int64_t nvec = a.cols / V;
-  const T ninf = neg_inf(T());
+  const T ninf            = neg_inf(T());
 
   for (std::int64_t r0 = gw * RPW; r0 < a.rows; r0 += nw * RPW) {
     const std::int64_t r = r0 + grp;
-    const bool rv = r < a.rows;
-    const T* xr = a.x + (rv ? r : 0) * a.ldx;
+    const bool rv        = r < a.rows;
+    const T* xr          = a.x + (rv ? r : 0) * a.ldx;
     P v[NCH];
 #pragma unroll
     for (int k = 0; k < NCH; ++k) {

@@ -95,13 +95,13 @@ struct UsageError : std::runtime_error {
 
 struct Options {
   std::vector<std::string> workloads;
-  double size = 1;
+  double size       = 1;
   std::int64_t rows = -1, cols = -1, batch = -1, in = -1, out = -1;
   bool training = true, vector_scale = false, gelu_exact = true, host = false, cross_check = false;
   bool distributed = false, nccl = false;
   std::string json;
   softfuse::Implementation implementation = softfuse::Implementation::automatic;
-  softfuse::Precision precision = softfuse::Precision::fp32;
+  softfuse::Precision precision           = softfuse::Precision::fp32;
   int reps = 5, check_rows = 16, check_cols = 64;
   std::uint64_t seed = 1;
 
@@ -112,7 +112,7 @@ struct Options {
 
 std::int64_t parse_int(const std::string& name, const std::string& v, std::int64_t min) {
   std::size_t used = 0;
-  long long n = 0;
+  long long n      = 0;
   try {
     n = std::stoll(v, &used);
   } catch (const std::exception&) {
@@ -152,7 +152,7 @@ Options parse(int argc, char* argv[]) {
     const auto eq = arg.find('=');
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
+      arg   = arg.substr(0, eq);
     } else if (a + 1 < argc) {
       value = argv[++a];
     } else {
@@ -165,31 +165,52 @@ Options parse(int argc, char* argv[]) {
     };
     if (arg == "--size") {
       char* end = nullptr;
-      o.size = std::strtod(value.c_str(), &end);
+      o.size    = std::strtod(value.c_str(), &end);
       if (end == value.c_str() || *end != '\0' || !(o.size > 0)) throw UsageError("--size needs a number > 0");
-    } else if (arg == "--rows") o.rows = parse_int(arg, value, 1);
-    else if (arg == "--cols") o.cols = parse_int(arg, value, 1);
-    else if (arg == "--batch") o.batch = parse_int(arg, value, 1);
-    else if (arg == "--in") o.in = parse_int(arg, value, 1);
-    else if (arg == "--out") o.out = parse_int(arg, value, 1);
-    else if (arg == "--mode") o.training = choose("training", "inference");
-    else if (arg == "--scale") o.vector_scale = !choose("scalar", "vector");
-    else if (arg == "--gelu") o.gelu_exact = choose("exact", "tanh");
-    else if (arg == "--reps") o.reps = static_cast<int>(parse_int(arg, value, 1));
-    else if (arg == "--check-rows") o.check_rows = static_cast<int>(parse_int(arg, value, 1));
-    else if (arg == "--check-cols") o.check_cols = static_cast<int>(parse_int(arg, value, 1));
-    else if (arg == "--json") o.json = value;
-    else if (arg == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(arg, value, 0));
+    } else if (arg == "--rows")
+      o.rows = parse_int(arg, value, 1);
+    else if (arg == "--cols")
+      o.cols = parse_int(arg, value, 1);
+    else if (arg == "--batch")
+      o.batch = parse_int(arg, value, 1);
+    else if (arg == "--in")
+      o.in = parse_int(arg, value, 1);
+    else if (arg == "--out")
+      o.out = parse_int(arg, value, 1);
+    else if (arg == "--mode")
+      o.training = choose("training", "inference");
+    else if (arg == "--scale")
+      o.vector_scale = !choose("scalar", "vector");
+    else if (arg == "--gelu")
+      o.gelu_exact = choose("exact", "tanh");
+    else if (arg == "--reps")
+      o.reps = static_cast<int>(parse_int(arg, value, 1));
+    else if (arg == "--check-rows")
+      o.check_rows = static_cast<int>(parse_int(arg, value, 1));
+    else if (arg == "--check-cols")
+      o.check_cols = static_cast<int>(parse_int(arg, value, 1));
+    else if (arg == "--json")
+      o.json = value;
+    else if (arg == "--seed")
+      o.seed = static_cast<std::uint64_t>(parse_int(arg, value, 0));
     else if (arg == "--implementation") {
-      if (value == "auto") o.implementation = softfuse::Implementation::automatic;
-      else if (value == "portable") o.implementation = softfuse::Implementation::portable;
-      else if (value == "specialized") o.implementation = softfuse::Implementation::specialized;
-      else throw UsageError("--implementation must be auto, portable or specialized, got '" + value + "'");
+      if (value == "auto")
+        o.implementation = softfuse::Implementation::automatic;
+      else if (value == "portable")
+        o.implementation = softfuse::Implementation::portable;
+      else if (value == "specialized")
+        o.implementation = softfuse::Implementation::specialized;
+      else
+        throw UsageError("--implementation must be auto, portable or specialized, got '" + value + "'");
     } else if (arg == "--precision") {
-      if (value == "fp32") o.precision = softfuse::Precision::fp32;
-      else if (value == "tf32") o.precision = softfuse::Precision::tf32;
-      else if (value == "tf32x3") o.precision = softfuse::Precision::tf32x3;
-      else throw UsageError("--precision must be fp32, tf32 or tf32x3, got '" + value + "'");
+      if (value == "fp32")
+        o.precision = softfuse::Precision::fp32;
+      else if (value == "tf32")
+        o.precision = softfuse::Precision::tf32;
+      else if (value == "tf32x3")
+        o.precision = softfuse::Precision::tf32x3;
+      else
+        throw UsageError("--precision must be fp32, tf32 or tf32x3, got '" + value + "'");
     } else {
       throw UsageError("unknown option " + arg);
     }
@@ -203,8 +224,8 @@ Options parse(int argc, char* argv[]) {
 
 KOKKOS_INLINE_FUNCTION double hash_uniform(std::uint64_t seed, std::uint64_t index) {
   std::uint64_t z = seed * 0xD1B54A32D192ED03ull + index * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z               = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z               = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
@@ -252,9 +273,9 @@ struct Check {
   std::size_t count = 0;
   void add(double value, double ref, double tol) {  // relative
     const double err = std::abs(value - ref) / std::max(std::abs(ref), 1e-37);
-    max_err = std::max(max_err, err);
-    max_tol = std::max(max_tol, tol);
-    max_ratio = std::max(max_ratio, (err <= tol) ? err / tol : std::isnan(err) ? INFINITY : err / tol);
+    max_err          = std::max(max_err, err);
+    max_tol          = std::max(max_tol, tol);
+    max_ratio        = std::max(max_ratio, (err <= tol) ? err / tol : std::isnan(err) ? INFINITY : err / tol);
     ++count;
   }
   bool ok() const { return count > 0 && max_ratio <= 1; }
@@ -295,12 +316,12 @@ const char* gemm_backend() {
 
 template <class Space>
 struct Runner {
-  using Memory = typename Space::memory_space;
-  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Memory>;
-  using Vector = Kokkos::View<float*, Memory>;
+  using Memory     = typename Space::memory_space;
+  using Matrix     = Kokkos::View<float**, Kokkos::LayoutRight, Memory>;
+  using Vector     = Kokkos::View<float*, Memory>;
   using HostMatrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
   using HostVector = Kokkos::View<float*, Kokkos::HostSpace>;
-  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Host       = Kokkos::DefaultHostExecutionSpace;
 
   const Options& opt;
   Space space;
@@ -319,11 +340,12 @@ struct Runner {
   static double max_relative_difference(const HostMatrix& a, const HostMatrix& b) {
     double m = 0;
     Kokkos::parallel_reduce(
-        "difference", Kokkos::MDRangePolicy<Host, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>(
-                          {0, 0}, {std::int64_t(a.extent(0)), std::int64_t(a.extent(1))}),
+        "difference",
+        Kokkos::MDRangePolicy<Host, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>(
+            {0, 0}, {std::int64_t(a.extent(0)), std::int64_t(a.extent(1))}),
         [=](const std::int64_t i, const std::int64_t j, double& acc) {
           const double d = std::abs(double(a(i, j)) - b(i, j)) / std::max(std::abs(double(b(i, j))), 1e-30);
-          acc = (d > acc || d != d) ? d : acc;
+          acc            = (d > acc || d != d) ? d : acc;
         },
         Kokkos::Max<double>(m));
     return m;
@@ -365,7 +387,7 @@ struct Runner {
       const auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
       softfuse::softmax(Host(), hx, hx);  // in place: x is not needed any more
       Host().fence();
-      const double d = max_relative_difference(hy, hx);
+      const double d  = max_relative_difference(hy, hx);
       const bool pass = d <= 2e-5;
       std::printf("  cross    %s vs %s: max rel difference %.2e (limit 2e-05): %s\n", Space::name(), Host::name(), d,
                   pass ? "PASS" : "FAIL");
@@ -391,7 +413,7 @@ struct Runner {
     l.batch = opt.dim(opt.batch, 1024), l.in = opt.dim(opt.in, 8192), l.out = opt.dim(opt.out, 8192);
     progress("%s: allocating and filling x, weight, bias (%.2f GB)", name, 4e-9 * (l.batch * l.in + l.out * l.in));
     l.x = matrix("x", l.batch, l.in), l.w = matrix("weight", l.out, l.in), l.y = matrix("y", l.batch, l.out);
-    l.b = Vector("bias", l.out);
+    l.b                = Vector("bias", l.out);
     const double bound = 1 / std::sqrt(double(l.in));  // the reference framework's Linear init
     fill(space, l.x, opt.seed, 0, 1);
     fill(space, l.w, opt.seed + 1, -bound, bound);
@@ -445,8 +467,10 @@ struct Runner {
 
   void print_times(const Layer& l, double t, double t_gemm) {
     const double flops = 2.0 * l.batch * l.in * l.out;
-    std::printf("  time     %.3f ms (median of %d)   %.3f TFLOP/s;  fp32 gemm alone (KokkosBlas) %.3f ms  %.3f TFLOP/s  (fused/gemm %.3f)\n",
-                t * 1e3, opt.reps, flops / t * 1e-12, t_gemm * 1e3, flops / t_gemm * 1e-12, t / t_gemm);
+    std::printf(
+        "  time     %.3f ms (median of %d)   %.3f TFLOP/s;  fp32 gemm alone (KokkosBlas) %.3f ms  %.3f TFLOP/s  "
+        "(fused/gemm %.3f)\n",
+        t * 1e3, opt.reps, flops / t * 1e-12, t_gemm * 1e3, flops / t_gemm * 1e-12, t / t_gemm);
   }
 
   double time_gemm(const Layer& l) {
@@ -486,7 +510,7 @@ struct Runner {
 
   bool linear_gelu_softmax() {
     const auto gelu = opt.gelu_exact ? softfuse::Gelu::exact : softfuse::Gelu::tanh;
-    Layer l = make_layer("linear_gelu_softmax");
+    Layer l         = make_layer("linear_gelu_softmax");
     std::printf("linear_gelu_softmax %lld x %lld x %lld %s, %s GELU, on %s\n", (long long)l.batch, (long long)l.in,
                 (long long)l.out, precision_name(), opt.gelu_exact ? "exact" : "tanh", backend_name(space).c_str());
     const auto run = [&] {
@@ -508,14 +532,16 @@ struct Runner {
 
     progress("linear_gelu_softmax: %d timed runs of the gemm alone, then of the layer", opt.reps);
     const double t_gemm = time_gemm(l);  // first: it leaves the logits in y
-    const double t = median_seconds(space, opt.reps, run);
+    const double t      = median_seconds(space, opt.reps, run);
     print_times(l, t, t_gemm);
     check.print((std::to_string(rows.size()) + " rows vs fp64").c_str());
     bool ok = check.ok();
     if (opt.cross_check)
-      ok = cross_check(l, "linear_gelu_softmax", [&](const HostMatrix& y_host) {
-             softfuse::linear_gelu_softmax(Host(), l.hx, l.hw, l.hb, y_host, gelu);
-           }, check.max_tol) && ok;
+      ok = cross_check(
+               l, "linear_gelu_softmax",
+               [&](const HostMatrix& y_host) { softfuse::linear_gelu_softmax(Host(), l.hx, l.hw, l.hb, y_host, gelu); },
+               check.max_tol) &&
+           ok;
     return ok;
   }
 
@@ -527,7 +553,7 @@ struct Runner {
     const std::int64_t out = l.out;
     softfuse::BatchNorm<Vector> bn{Vector("gamma", out), Vector("beta", out), Vector("running_mean", out),
                                    Vector("running_var", out)};
-    bn.mode = opt.training ? softfuse::BatchNormMode::training : softfuse::BatchNormMode::inference;
+    bn.mode      = opt.training ? softfuse::BatchNormMode::training : softfuse::BatchNormMode::inference;
     bn.workspace = Vector("workspace", 3 * out);  // allocated once, not per call
     const Vector scale("scale", opt.vector_scale ? out : 1);
     fill(space, bn.gamma, opt.seed + 3, 0.5, 1.5);
@@ -537,7 +563,7 @@ struct Runner {
     // Inference: the framework's initial running statistics (0 and 1).
     if (!opt.training) Kokkos::deep_copy(space, bn.running_var, 1.0f);
     const auto h_gamma = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bn.gamma);
-    const auto h_beta = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bn.beta);
+    const auto h_beta  = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bn.beta);
     const auto h_scale = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), scale);
     const auto h_rm0 = Kokkos::create_mirror(bn.running_mean), h_rv0 = Kokkos::create_mirror(bn.running_var);
     Kokkos::deep_copy(h_rm0, bn.running_mean);
@@ -570,8 +596,8 @@ struct Runner {
         const std::int64_t j = cols[c];
         for (std::int64_t i = 0; i < l.batch; ++i) {
           double z, peak;
-          softfuse_test::reference_linear_row(l.hx.data() + i * l.in, l.hw.data() + j * l.in, l.hb.data() + j, l.in,
-                                              1, &z, &peak);
+          softfuse_test::reference_linear_row(l.hx.data() + i * l.in, l.hw.data() + j * l.in, l.hb.data() + j, l.in, 1,
+                                              &z, &peak);
           zc[i * cols.size() + c] = z;
           ec[i * cols.size() + c] = softfuse_test::logit_error(eps_f, l.in, peak, z - l.hb(j), 0);
         }
@@ -582,8 +608,8 @@ struct Runner {
         const std::int64_t j = cols[c];
         const double sd = std::sqrt(s.var[c]), var_u = s.var[c] * n / (n - 1);
         // running = momentum * stat, rounded to float; the statistics' own bounds as in the unit tests.
-        const double tol_mean = error_factor() * (2 * s.err[c] + 4 * eps_f * std::abs(s.mean[c])) /
-                                std::max(std::abs(s.mean[c]), 1e-30);
+        const double tol_mean =
+            error_factor() * (2 * s.err[c] + 4 * eps_f * std::abs(s.mean[c])) / std::max(std::abs(s.mean[c]), 1e-30);
         const double tol_var = error_factor() * (2 * (2 * sd * s.err[c] + s.err[c] * s.err[c]) / s.var[c] + 8 * eps_f);
         stats_check.add(h_rm(j) / m, s.mean[c], tol_mean);
         stats_check.add(h_rv(j) / m, var_u, tol_var);
@@ -599,7 +625,7 @@ struct Runner {
     for (std::int64_t j = 0; j < out; ++j) {
       if (opt.training) {
         stats.mean[j] = h_rm(j) / m;
-        stats.var[j] = h_rv(j) / m * (n - 1) / n;
+        stats.var[j]  = h_rv(j) / m * (n - 1) / n;
         for (std::size_t r = 0; r < rows.size(); ++r) stats.err[j] = std::max(stats.err[j], e[r * out + j]);
         stats.err[j] += 2 * eps_f * (std::abs(stats.mean[j]) + std::sqrt(stats.var[j]));  // read back from float
       } else {
@@ -615,7 +641,7 @@ struct Runner {
 
     progress("linear_batchnorm_softmax: %d timed runs of the gemm alone, then of the layer", opt.reps);
     const double t_gemm = time_gemm(l);  // first: it leaves the logits in y
-    const double t = median_seconds(space, opt.reps, run);
+    const double t      = median_seconds(space, opt.reps, run);
     print_times(l, t, t_gemm);
     if (opt.training) {
       stats_check.print("batch statistics (running mean and var after one step) of sampled features vs fp64");
@@ -625,15 +651,19 @@ struct Runner {
     ok = ok && check.ok();
 
     if (opt.cross_check)
-      ok = cross_check(l, "linear_batchnorm_softmax", [&](const HostMatrix& y_host) {
-             softfuse::BatchNorm<HostVector> hbn{Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bn.gamma),
-                                                 Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bn.beta),
-                                                 HostVector("running_mean", out), HostVector("running_var", out),
-                                                 bn.mode};
-             Kokkos::deep_copy(hbn.running_mean, h_rm0);  // the state before the device's first step
-             Kokkos::deep_copy(hbn.running_var, h_rv0);
-             softfuse::linear_batchnorm_softmax(Host(), l.hx, l.hw, l.hb, hbn, h_scale, y_host);
-           }, check.max_tol) && ok;
+      ok = cross_check(
+               l, "linear_batchnorm_softmax",
+               [&](const HostMatrix& y_host) {
+                 softfuse::BatchNorm<HostVector> hbn{Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bn.gamma),
+                                                     Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bn.beta),
+                                                     HostVector("running_mean", out), HostVector("running_var", out),
+                                                     bn.mode};
+                 Kokkos::deep_copy(hbn.running_mean, h_rm0);  // the state before the device's first step
+                 Kokkos::deep_copy(hbn.running_var, h_rv0);
+                 softfuse::linear_batchnorm_softmax(Host(), l.hx, l.hw, l.hb, hbn, h_scale, y_host);
+               },
+               check.max_tol) &&
+           ok;
     return ok;
   }
 
@@ -688,7 +718,8 @@ int main(int argc, char* argv[]) {
     std::printf("softfuse %d.%d.%d, Kokkos %d.%d.%d, gemm: %s\n", SOFTFUSE_VERSION_MAJOR, SOFTFUSE_VERSION_MINOR,
                 SOFTFUSE_VERSION_PATCH, KOKKOS_VERSION / 10000, KOKKOS_VERSION / 100 % 100, KOKKOS_VERSION % 100,
                 gemm_backend());
-    const bool ok = opt.host ? run_all<Kokkos::DefaultHostExecutionSpace>(opt) : run_all<Kokkos::DefaultExecutionSpace>(opt);
+    const bool ok =
+        opt.host ? run_all<Kokkos::DefaultHostExecutionSpace>(opt) : run_all<Kokkos::DefaultExecutionSpace>(opt);
     std::printf("result: %s\n", ok ? "PASS" : "FAIL");
     status = ok ? 0 : 1;
   } catch (const std::exception& e) {

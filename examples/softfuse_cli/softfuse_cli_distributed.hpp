@@ -34,9 +34,9 @@ void fill_shard(const Space& space, const View& v, std::uint64_t seed, std::int6
 
 template <class Space, class Comm>
 struct DistributedRunner {
-  using Memory = typename Space::memory_space;
-  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Memory>;
-  using Vector = Kokkos::View<float*, Memory>;
+  using Memory     = typename Space::memory_space;
+  using Matrix     = Kokkos::View<float**, Kokkos::LayoutRight, Memory>;
+  using Vector     = Kokkos::View<float*, Memory>;
   using HostMatrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
 
   const Options& opt;
@@ -79,7 +79,7 @@ struct DistributedRunner {
 
   /// The [rows, cols] shards of every rank side by side on rank 0: [rows, size * cols].
   HostMatrix gather_columns(const Matrix& m) const {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m);
+    const auto h            = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m);
     const std::int64_t rows = m.extent(0), cols = m.extent(1);
     std::vector<float> all(rank == 0 ? rows * cols * size : 0);
     MPI_Gather(h.data(), static_cast<int>(rows * cols), MPI_FLOAT, all.data(), static_cast<int>(rows * cols), MPI_FLOAT,
@@ -106,7 +106,7 @@ struct DistributedRunner {
     for (std::size_t i = 0; i < a.extent(0); ++i)
       for (std::size_t j = 0; j < a.extent(1); ++j) {
         const double d = std::abs(double(a(i, j)) - b(i, j)) / std::max(std::abs(double(b(i, j))), 1e-30);
-        m = (d > m || d != d) ? d : m;
+        m              = (d > m || d != d) ? d : m;
       }
     return m;
   }
@@ -175,10 +175,10 @@ struct DistributedRunner {
     const std::int64_t batch = opt.dim(opt.batch, 1024), in = opt.dim(opt.in, 8192), out = opt.dim(opt.out, 8192);
     const auto gelu = opt.gelu_exact ? softfuse::Gelu::exact : softfuse::Gelu::tanh;
     if (rank == 0)
-      std::printf("distributed linear_gelu_softmax: %lld x %lld x %lld fp32 per rank (out features sharded, %lld in "
-                  "all over %d ranks), on %s\n",
-                  (long long)batch, (long long)in, (long long)out, (long long)out * size, size,
-                  backend_name(space).c_str());
+      std::printf(
+          "distributed linear_gelu_softmax: %lld x %lld x %lld fp32 per rank (out features sharded, %lld in "
+          "all over %d ranks), on %s\n",
+          (long long)batch, (long long)in, (long long)out, (long long)out * size, size, backend_name(space).c_str());
     json << "\"shape_per_rank\": [" << batch << ", " << in << ", " << out << "], \"shape\": [" << batch << ", " << in
          << ", " << out * size << "], ";
     const Matrix x("x", batch, in), w("weight", out, in), y("y", batch, out), b2("bias", 1, out);
@@ -194,7 +194,7 @@ struct DistributedRunner {
     if (batch * in * out * size <= (std::int64_t(1) << 27)) {
       const HostMatrix gy = gather_columns(y), gb = gather_columns(b2), gw = gather_rows(w);
       const auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
-      double d = 0;
+      double d      = 0;
       if (rank == 0) {
         const HostMatrix single("single", batch, out * size);
         softfuse::linear_gelu_softmax(Kokkos::DefaultHostExecutionSpace(), hx, gw, Kokkos::subview(gb, 0, Kokkos::ALL),
@@ -202,7 +202,8 @@ struct DistributedRunner {
         Kokkos::DefaultHostExecutionSpace().fence();
         d = max_relative_difference(gy, single);
       }
-      ok = cross("single_process_max_rel_difference", "vs softfuse::linear_gelu_softmax of the gathered layer (host)", d, 1e-4);
+      ok = cross("single_process_max_rel_difference", "vs softfuse::linear_gelu_softmax of the gathered layer (host)",
+                 d, 1e-4);
     }
     report_times(step_times(run), 2.0 * batch * in * out, "GFLOP/s");
     return ok;
@@ -211,10 +212,11 @@ struct DistributedRunner {
   bool linear_batchnorm_softmax() {
     const std::int64_t batch = opt.dim(opt.batch, 1024), in = opt.dim(opt.in, 8192), out = opt.dim(opt.out, 8192);
     if (rank == 0)
-      std::printf("distributed linear_batchnorm_softmax: %lld x %lld x %lld fp32 per rank (batch sharded, %lld rows "
-                  "over %d ranks), %s, on %s\n",
-                  (long long)batch, (long long)in, (long long)out, (long long)batch * size, size,
-                  opt.training ? "training" : "inference", backend_name(space).c_str());
+      std::printf(
+          "distributed linear_batchnorm_softmax: %lld x %lld x %lld fp32 per rank (batch sharded, %lld rows "
+          "over %d ranks), %s, on %s\n",
+          (long long)batch, (long long)in, (long long)out, (long long)batch * size, size,
+          opt.training ? "training" : "inference", backend_name(space).c_str());
     json << "\"shape_per_rank\": [" << batch << ", " << in << ", " << out << "], \"shape\": [" << batch * size << ", "
          << in << ", " << out << "], ";
     const Matrix x("x", batch, in), w("weight", out, in), y("y", batch, out), p("parameters", 4, out);
@@ -222,15 +224,15 @@ struct DistributedRunner {
     fill_shard(space, x, opt.seed, in, rank * batch * in, 0, 1);
     fill_shard(space, w, opt.seed + 1, in, 0, -bound, bound);
     fill_shard(space, p, opt.seed + 2, out, 0, 0.5, 1.5);  // bias, gamma, beta, scale
-    const auto row = [&](int k) { return Vector(Kokkos::subview(p, k, Kokkos::ALL)); };
+    const auto row     = [&](int k) { return Vector(Kokkos::subview(p, k, Kokkos::ALL)); };
     const auto make_bn = [&] {
       softfuse::BatchNorm<Vector> bn{row(1), row(2), Vector("running_mean", out), Vector("running_var", out)};
       Kokkos::deep_copy(space, bn.running_var, 1.0f);
-      bn.mode = opt.training ? softfuse::BatchNormMode::training : softfuse::BatchNormMode::inference;
+      bn.mode      = opt.training ? softfuse::BatchNormMode::training : softfuse::BatchNormMode::inference;
       bn.workspace = Vector("workspace", 3 * out);
       return bn;
     };
-    const auto bn = make_bn();
+    const auto bn      = make_bn();
     const Vector scale = opt.vector_scale ? row(3) : Vector(Kokkos::subview(p, 3, std::make_pair(0, 1)));
     const auto run = [&] { softfuse::distributed::linear_batchnorm_softmax(space, comm, x, w, row(0), bn, scale, y); };
     run();
@@ -238,14 +240,14 @@ struct DistributedRunner {
     bool ok = true;
     if (batch * size * in * out <= (std::int64_t(1) << 27)) {  // one step of the single-process layer on rank 0
       const HostMatrix gx = gather_rows(x), gy = gather_rows(y);
-      const auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
-      const auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p);
+      const auto hw   = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
+      const auto hp   = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p);
       const auto h_rm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bn.running_mean);
       const auto h_rv = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bn.running_var);
       double d = 0, d_stats = 0;
       if (rank == 0) {
         using HostVector = Kokkos::View<float*, Kokkos::HostSpace>;
-        const auto hrow = [&](int k) { return HostVector(Kokkos::subview(hp, k, Kokkos::ALL)); };
+        const auto hrow  = [&](int k) { return HostVector(Kokkos::subview(hp, k, Kokkos::ALL)); };
         softfuse::BatchNorm<HostVector> hbn{hrow(1), hrow(2), HostVector("running_mean", out),
                                             HostVector("running_var", out), bn.mode};
         Kokkos::deep_copy(hbn.running_var, 1.0f);
@@ -255,11 +257,14 @@ struct DistributedRunner {
         Kokkos::DefaultHostExecutionSpace().fence();
         d = max_relative_difference(gy, single);
         for (std::int64_t j = 0; j < out; ++j) {
-          d_stats = std::max(d_stats, std::abs(h_rm(j) - hbn.running_mean(j)) / std::max(1e-30, double(std::abs(hbn.running_mean(j)))));
-          d_stats = std::max(d_stats, std::abs(h_rv(j) - hbn.running_var(j)) / std::max(1e-30, double(std::abs(hbn.running_var(j)))));
+          d_stats = std::max(d_stats, std::abs(h_rm(j) - hbn.running_mean(j)) /
+                                          std::max(1e-30, double(std::abs(hbn.running_mean(j)))));
+          d_stats = std::max(
+              d_stats, std::abs(h_rv(j) - hbn.running_var(j)) / std::max(1e-30, double(std::abs(hbn.running_var(j)))));
         }
       }
-      ok = cross("single_process_max_rel_difference", "y vs softfuse::linear_batchnorm_softmax of the gathered batch (host)", d, 2e-4);
+      ok = cross("single_process_max_rel_difference",
+                 "y vs softfuse::linear_batchnorm_softmax of the gathered batch (host)", d, 2e-4);
       ok = cross("running_stats_max_rel_difference", "running statistics vs the same", d_stats, 1e-5) && ok;
     }
     report_times(step_times(run), 2.0 * batch * in * out, "GFLOP/s");
@@ -288,17 +293,18 @@ bool run_distributed_on(const Options& opt, const Comm& comm, const char* engine
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  json << "{\"date\": \"" << date << "\", \"command\": \"" << command << "\", \"ranks\": " << size
-       << ", \"engine\": \"" << engine << "\", \"devices\": " << devices << ", \"workloads\": [";
+  json << "{\"date\": \"" << date << "\", \"command\": \"" << command << "\", \"ranks\": " << size << ", \"engine\": \""
+       << engine << "\", \"devices\": " << devices << ", \"workloads\": [";
   bool ok = true;
   for (std::size_t k = 0; k < opt.workloads.size(); ++k) {
     DistributedRunner<Space, Comm> runner(opt, space, comm, rank, size);
-    const auto& w = opt.workloads[k];
-    const bool pass = w == "softmax" ? runner.softmax()
-                      : w == "linear_gelu_softmax" ? runner.linear_gelu_softmax() : runner.linear_batchnorm_softmax();
+    const auto& w   = opt.workloads[k];
+    const bool pass = w == "softmax"               ? runner.softmax()
+                      : w == "linear_gelu_softmax" ? runner.linear_gelu_softmax()
+                                                   : runner.linear_batchnorm_softmax();
     if (rank == 0) progress("distributed %s on %d ranks (%s): %s", w.c_str(), size, engine, pass ? "PASS" : "FAIL");
-    json << (k ? ", " : "") << "{\"workload\": \"" << w << "\", " << runner.json.str() << "\"pass\": "
-         << (pass ? "true" : "false") << "}";
+    json << (k ? ", " : "") << "{\"workload\": \"" << w << "\", " << runner.json.str()
+         << "\"pass\": " << (pass ? "true" : "false") << "}";
     ok = ok && pass;
   }
   json << "]}\n";

@@ -38,11 +38,11 @@ double warm_median_seconds(const Space& space, int reps, F&& f) {
 /// the ratio (1.0 = copy speed).
 inline void report_bandwidth(benchmark::State& state, const std::vector<double>& times, double bytes,
                              double copy_seconds) {
-  const double t = median(times);
+  const double t              = median(times);
   state.counters["median_ms"] = t * 1e3;
-  state.counters["GB/s"] = bytes / t * 1e-9;
+  state.counters["GB/s"]      = bytes / t * 1e-9;
   state.counters["copy_GB/s"] = bytes / copy_seconds * 1e-9;
-  state.counters["of_copy"] = copy_seconds / t;
+  state.counters["of_copy"]   = copy_seconds / t;
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
 }
 

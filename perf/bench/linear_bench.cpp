@@ -27,8 +27,8 @@
 
 namespace {
 
-using Space = Kokkos::DefaultExecutionSpace;
-using Shape = std::array<std::int64_t, 3>;  // batch, in, out
+using Space  = Kokkos::DefaultExecutionSpace;
+using Shape  = std::array<std::int64_t, 3>;  // batch, in, out
 using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Space>;
 using Vector = Kokkos::View<float*, Space>;
 
@@ -53,7 +53,7 @@ void gemm(const Buffers& b) { KokkosBlas::gemm("N", "T", 1.0f, b.x, b.w, 0.0f, b
 // One set of buffers per shape (x uniform [0, 1), weight and bias within 1/sqrt(in)); the GEMM timed once.
 Buffers& buffers(const Shape& s) {
   auto& cache = buffer_cache();
-  auto it = cache.find(s);
+  auto it     = cache.find(s);
   if (it != cache.end()) return it->second;
   cache.clear();  // keep one shape resident at a time
   const std::int64_t batch = s[0], in = s[1], out = s[2];
@@ -78,10 +78,10 @@ Buffers& buffers(const Shape& s) {
 
 void report(benchmark::State& state, const std::vector<double>& times, const Shape& s, double gemm_seconds) {
   const double t = softfuse_bench::median(times), flops = 2.0 * s[0] * s[1] * s[2];
-  state.counters["median_ms"] = t * 1e3;
-  state.counters["TFLOP/s"] = flops / t * 1e-12;
+  state.counters["median_ms"]    = t * 1e3;
+  state.counters["TFLOP/s"]      = flops / t * 1e-12;
   state.counters["gemm_TFLOP/s"] = flops / gemm_seconds * 1e-12;
-  state.counters["of_gemm"] = gemm_seconds / t;
+  state.counters["of_gemm"]      = gemm_seconds / t;
 }
 
 template <class F>
@@ -131,8 +131,10 @@ int main(int argc, char** argv) {
   {
     for (const auto& s : parse_shapes(argc, argv)) {
       const std::string name = std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
-      const auto add = [&](const std::string& what, auto&&... args) {
-        benchmark::RegisterBenchmark((what + "/" + name).c_str(), args...)->UseRealTime()->Unit(benchmark::kMillisecond);
+      const auto add         = [&](const std::string& what, auto&&... args) {
+        benchmark::RegisterBenchmark((what + "/" + name).c_str(), args...)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
       };
       constexpr auto automatic = softfuse::Implementation::automatic, portable = softfuse::Implementation::portable;
       add("gemm", bm_gemm, s);

@@ -31,9 +31,9 @@ using Shape = std::pair<std::int64_t, std::int64_t>;
 
 std::vector<Shape> default_shapes(bool gpu) {
   if (gpu)
-    return {{4096, 393216}, {65536, 1024}, {32768, 8192}, {8192, 32768}, {1024, 8192},  {128, 1048576},
-            {16384, 4096},  {2048, 131072}, {512, 524288}, {256, 2097152}, {32, 8388608}, {1, 33554432},
-            {4194304, 32},  {100000, 1000}};
+    return {{4096, 393216}, {65536, 1024}, {32768, 8192},  {8192, 32768}, {1024, 8192},
+            {128, 1048576}, {16384, 4096}, {2048, 131072}, {512, 524288}, {256, 2097152},
+            {32, 8388608},  {1, 33554432}, {4194304, 32},  {100000, 1000}};
   return {{4096, 65536}, {65536, 1024}, {64, 1048576}};
 }
 
@@ -53,7 +53,7 @@ struct Bench {
   // One pair of buffers per shape, filled with uniform [0, 1) values; the copy timed once on them.
   static Buffers& buffers(const Shape& s) {
     auto& cache = buffer_cache();
-    auto it = cache.find(s);
+    auto it     = cache.find(s);
     if (it != cache.end()) return it->second;
     cache.clear();  // keep one shape resident at a time
     Buffers b;
@@ -94,12 +94,13 @@ struct Bench {
   }
 
   static void register_all(const std::vector<Shape>& shapes, const std::string& prefix) {
-    const bool has_specialization =
-        softfuse::Impl::SoftmaxSpecialization<Space, softfuse::Impl::const_view_t<Matrix>,
-                                              softfuse::Impl::view_t<Matrix>>::exists;
+    const bool has_specialization = softfuse::Impl::SoftmaxSpecialization<Space, softfuse::Impl::const_view_t<Matrix>,
+                                                                          softfuse::Impl::view_t<Matrix>>::exists;
     for (const auto& s : shapes) {
       const std::string name = std::to_string(s.first) + "x" + std::to_string(s.second);
-      benchmark::RegisterBenchmark((prefix + "copy/" + name).c_str(), copy, s)->UseRealTime()->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark((prefix + "copy/" + name).c_str(), copy, s)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark((prefix + "softmax_portable/" + name).c_str(), softmax, s,
                                    softfuse::Implementation::portable)
           ->UseRealTime()

@@ -76,8 +76,8 @@ static void layers_vs_cublas(const Problem& p, DevProblem& d, sc::GemmPrecision 
 static std::string json_bench;
 static void record(const std::string& name, double ms, const std::string& extra = "") {
   std::printf("bench %-34s %8.4f ms %s\n", name.c_str(), ms, extra.c_str());
-  json_bench += (json_bench.empty() ? "" : ",\n") + std::string("{\"name\":\"") + name + "\",\"ms\":" + std::to_string(ms) +
-                (extra.empty() ? "" : "," + extra) + "}";
+  json_bench += (json_bench.empty() ? "" : ",\n") + std::string("{\"name\":\"") + name +
+                "\",\"ms\":" + std::to_string(ms) + (extra.empty() ? "" : "," + extra) + "}";
 }
 
 // Norm-wise error of device logits z (pitch out) against the fp64 ones.
@@ -152,8 +152,8 @@ static void bench() {
   lt_sweep(p, d, CUBLAS_COMPUTE_32F_FAST_TF32, K, false, "tf32");
   lt_sweep(p, d, CUBLAS_COMPUTE_32F_FAST_TF32, 1024, true, "tf32_slice1024");
   record("stream_alloc_64MB", median_ms([&] {
-    softfuse::cuda_specialized::impl::StreamBuffer buf(std::size_t(64) << 20, nullptr, "bench");
-  }));
+           softfuse::cuda_specialized::impl::StreamBuffer buf(std::size_t(64) << 20, nullptr, "bench");
+         }));
   const double sg = median_ms([&] { cublas_alone(p, d, false); });
   std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e", logits_error(pb, d.y.p));
   record("cublas_sgemm", sg, extra);
@@ -161,20 +161,21 @@ static void bench() {
   std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e", logits_error(pb, d.y.p));
   record("cublas_tf32", tg, extra);
   CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
-  const double cp = median_ms([&] { CK(cudaMemcpyAsync(d.split.p, d.y.p, sizeof(float) * B * N, cudaMemcpyDeviceToDevice)); });
+  const double cp =
+      median_ms([&] { CK(cudaMemcpyAsync(d.split.p, d.y.p, sizeof(float) * B * N, cudaMemcpyDeviceToDevice)); });
   record("copy_logits", cp);
   record("split_weight", median_ms([&] { sc::split_weight_tf32x3(d.w.p, K, N, K, d.split.p, 2 * K, nullptr); }));
 
   // the GEMM of the layers (bias in the epilogue), per precision; tf32x3 slice sweep
   for (sc::GemmPrecision prec : {sc::GemmPrecision::fp32, sc::GemmPrecision::tf32}) {
     const sc::LinearOperands o = d.ops(p, prec);
-    const double t = median_ms([&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr); });
+    const double t             = median_ms([&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr); });
     std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e", logits_error(p, d.y.p));
     record(std::string("lt_gemm_") + name(prec), t, extra);
   }
   for (std::int64_t slice : {256, 512, 1024, 1216, 2048, 4096, 8192}) {  // the longest slice; 1216: the library's
     const sc::LinearOperands o = d.ops(p, sc::GemmPrecision::tf32x3);
-    const double t = median_ms([&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr, slice); });
+    const double t             = median_ms([&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr, slice); });
     std::snprintf(extra, sizeof extra, "\"logits_err\":%.3e,\"max_slice\":%ld,\"slices\":%ld", logits_error(p, d.y.p),
                   long(slice), long((K + slice - 1) / slice));
     record("lt_gemm_tf32x3_slice" + std::to_string(slice), t, extra);
@@ -245,7 +246,8 @@ static void layers_vs_cublas(const Problem& p, DevProblem& d, sc::GemmPrecision 
   char extra[96];
   for (std::size_t k = 0; k < layers.size(); ++k) {
     int n = std::snprintf(extra, sizeof extra, "\"vs_cublas_alone\":%.4f", t[k + 1] / t[0]);
-    if (early_ms > 0) std::snprintf(extra + n, sizeof extra - n, ",\"vs_cublas_alone_early\":%.4f", t[k + 1] / early_ms);
+    if (early_ms > 0)
+      std::snprintf(extra + n, sizeof extra - n, ",\"vs_cublas_alone_early\":%.4f", t[k + 1] / early_ms);
     record(std::string(name(layers[k])) + "_" + name(prec), t[k + 1], extra);
   }
 }
@@ -285,15 +287,24 @@ int main(int argc, char** argv) {
   const char* json = nullptr;
   int quick_rounds = 3, quick_cool = 0;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--bench")) do_bench = true;
-    else if (!std::strcmp(argv[i], "--profile")) do_profile = true;
-    else if (!std::strcmp(argv[i], "--quick")) do_quick = true;
-    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-    else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(5, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) quick_rounds = std::max(1, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--cool") && i + 1 < argc) quick_cool = std::max(0, std::atoi(argv[++i]));
+    if (!std::strcmp(argv[i], "--bench"))
+      do_bench = true;
+    else if (!std::strcmp(argv[i], "--profile"))
+      do_profile = true;
+    else if (!std::strcmp(argv[i], "--quick"))
+      do_quick = true;
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json = argv[++i];
+    else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
+      iters = std::max(5, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc)
+      quick_rounds = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--cool") && i + 1 < argc)
+      quick_cool = std::max(0, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--bench] [--quick] [--profile] [--json PATH] [--iters N] [--rounds N] [--cool S]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--bench] [--quick] [--profile] [--json PATH] [--iters N] [--rounds N] [--cool S]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -310,7 +321,7 @@ int main(int argc, char** argv) {
     return 3;
   }
   if (json) {
-    FILE* f = std::fopen(json, "w");
+    FILE* f         = std::fopen(json, "w");
     std::time_t now = std::time(nullptr);
     char date[64];
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));

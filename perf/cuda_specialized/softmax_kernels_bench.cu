@@ -156,9 +156,9 @@ static bool sample_check(const float* dx, const float* dy, std::int64_t rows, st
   return ok;
 }
 
-static void bench_shape(const std::string& group, float* dx, float* dy, std::int64_t rows,
-                        std::int64_t cols, const im::Plan* forced, int iters, cudaStream_t stream,
-                        const Timing* copy_in = nullptr, bool fenced = false) {
+static void bench_shape(const std::string& group, float* dx, float* dy, std::int64_t rows, std::int64_t cols,
+                        const im::Plan* forced, int iters, cudaStream_t stream, const Timing* copy_in = nullptr,
+                        bool fenced = false) {
   int dev = 0;
   CK(cudaGetDevice(&dev));
   const im::DeviceInfo& di = im::device_info(dev);
@@ -166,35 +166,39 @@ static void bench_shape(const std::string& group, float* dx, float* dy, std::int
   im::Plan plan = forced ? *forced : im::make_plan(di, prob);
   BenchRow br;
   br.group = group;
-  br.rows = rows;
-  br.cols = cols;
-  br.plan = im::describe(plan) + (forced ? " (forced)" : "");
+  br.rows  = rows;
+  br.cols  = cols;
+  br.plan  = im::describe(plan) + (forced ? " (forced)" : "");
   try {
     im::run_plan(di, plan, prob, stream);  // validate once
     CK(cudaStreamSynchronize(stream));
   } catch (const std::exception& e) {
-    std::printf("%-11s %6lld x %-8lld %-50s not run: %s\n", group.c_str(), (long long)rows,
-                (long long)cols, br.plan.c_str(), e.what());
+    std::printf("%-11s %6lld x %-8lld %-50s not run: %s\n", group.c_str(), (long long)rows, (long long)cols,
+                br.plan.c_str(), e.what());
     return;
   }
   CK(cudaMemset(dy, 0xFF, rows * cols * sizeof(float)));  // poison (NaN pattern) before timing
   auto run = [&] {
-    if (forced) im::run_plan(di, plan, prob, stream);
-    else sc::softmax(dx, cols, dy, cols, rows, cols, stream);
+    if (forced)
+      im::run_plan(di, plan, prob, stream);
+    else
+      sc::softmax(dx, cols, dy, cols, rows, cols, stream);
   };
-  br.k = fenced ? time_fenced(run, iters, stream) : time_it(run, iters, stream);
+  br.k                    = fenced ? time_fenced(run, iters, stream) : time_it(run, iters, stream);
   const std::size_t bytes = static_cast<std::size_t>(rows) * cols * sizeof(float);
-  auto copy_run = [&] { CK(cudaMemcpyAsync(dy, dx, bytes, cudaMemcpyDeviceToDevice, stream)); };
+  auto copy_run           = [&] { CK(cudaMemcpyAsync(dy, dx, bytes, cudaMemcpyDeviceToDevice, stream)); };
   br.copy = copy_in ? *copy_in : fenced ? time_fenced(copy_run, iters, stream) : time_it(copy_run, iters, stream);
   if (!copy_in) {  // the copy overwrote y: recompute once for the sample check
-    if (forced) im::run_plan(di, plan, prob, stream);
-    else sc::softmax(dx, cols, dy, cols, rows, cols, stream);
+    if (forced)
+      im::run_plan(di, plan, prob, stream);
+    else
+      sc::softmax(dx, cols, dy, cols, rows, cols, stream);
     CK(cudaStreamSynchronize(stream));
   }
   br.sample_ok = sample_check(dx, dy, rows, cols);
-  br.gbps = 2.0 * bytes / (br.k.median_ms * 1e6);
+  br.gbps      = 2.0 * bytes / (br.k.median_ms * 1e6);
   br.copy_gbps = 2.0 * bytes / (br.copy.median_ms * 1e6);
-  br.pct = 100.0 * br.copy.median_ms / br.k.median_ms;
+  br.pct       = 100.0 * br.copy.median_ms / br.k.median_ms;
   std::printf("%-11s %6lld x %-8lld %-50s %8.4f ms %7.1f GB/s | copy %8.4f ms %7.1f GB/s | %5.1f%% of copy%s\n",
               group.c_str(), (long long)rows, (long long)cols, br.plan.c_str(), br.k.median_ms, br.gbps,
               br.copy.median_ms, br.copy_gbps, br.pct, br.sample_ok ? "" : "  SAMPLE CHECK FAILED");
@@ -202,24 +206,24 @@ static void bench_shape(const std::string& group, float* dx, float* dy, std::int
   g_bench.push_back(br);
 }
 
-static im::Plan rowp(int cluster, int threads, int ks, int kr = 0, int row_threads = 0,
-                     int lookahead = -1, bool persistent = true) {
+static im::Plan rowp(int cluster, int threads, int ks, int kr = 0, int row_threads = 0, int lookahead = -1,
+                     bool persistent = true) {
   im::Plan p;
-  p.persistent = persistent;
-  p.lookahead = lookahead;
-  p.regime = im::Regime::row;
-  p.vec = 4;
-  p.cluster = cluster;
-  p.threads = threads;
-  p.ks = ks;
-  p.kr = kr;
+  p.persistent  = persistent;
+  p.lookahead   = lookahead;
+  p.regime      = im::Regime::row;
+  p.vec         = 4;
+  p.cluster     = cluster;
+  p.threads     = threads;
+  p.ks          = ks;
+  p.kr          = kr;
   p.row_threads = row_threads;
   return p;
 }
 
 // A grid-group plan: `blocks` per row joined through global memory.
 static im::Plan groupp(int blocks, int threads, int ks, int kr) {
-  im::Plan p = rowp(blocks, threads, ks, kr);
+  im::Plan p  = rowp(blocks, threads, ks, kr);
   p.grid_join = true;
   return p;
 }
@@ -239,13 +243,13 @@ static void bench_replaced(const std::string& group, float* dx, float* dy, std::
 // A chunk-stream plan: `buffers` chunks of `chunk_bytes` per block, reduced `lead` steps ahead.
 static im::Plan streamp(int buffers, int lead, std::int64_t chunk_bytes, int grid = 0) {
   im::Plan p;
-  p.grid = grid;
-  p.regime = im::Regime::stream;
-  p.vec = 4;
+  p.grid    = grid;
+  p.regime  = im::Regime::stream;
+  p.vec     = 4;
   p.threads = im::kStreamThreads;
   p.buffers = buffers;
-  p.lead = lead;
-  p.chunk = chunk_bytes / 4;
+  p.lead    = lead;
+  p.chunk   = chunk_bytes / 4;
   return p;
 }
 
@@ -263,25 +267,27 @@ static void bench_all(int iters, cudaStream_t stream) {
   };
   im::Plan split;
   split.regime = im::Regime::split;
-  split.vec = 4;
-  split.chunk = 16384;
+  split.vec    = 4;
+  split.chunk  = 16384;
   im::Plan warp_persistent;  // the default warp plan on a one-wave persistent grid
   warp_persistent.regime = im::Regime::warp;
-  warp_persistent.vec = 4;
-  warp_persistent.group = 32;
+  warp_persistent.vec    = 4;
+  warp_persistent.group  = 32;
   warp_persistent.chunks = 8;
-  warp_persistent.grid = 8 * 132;
-  constexpr int KB = im::kBlockRegisterVectors;
-  constexpr int KR = im::kRowRegisterVectors;
+  warp_persistent.grid   = 8 * 132;
+  constexpr int KB       = im::kBlockRegisterVectors;
+  constexpr int KR       = im::kRowRegisterVectors;
   // alternatives: the plan the default replaced first (rowp's grids are persistent unless said)
   std::vector<Shape> shapes = {
       {65536, 1024, {warp_persistent}},
-      {32768, 8192,
+      {32768,
+       8192,
        {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
       {8192, 32768, {rowp(1, 512, 16, 0, 0, 0), rowp(1, 512, 16, 0, 0, 0, false)}},
       {1024, 8192, {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false)}},
       // stream defaults: the plan they replaced is timed too (below)
-      {128, 1048576,
+      {128,
+       1048576,
        {rowp(16, 512, 24, KR, 0, 1), groupp(16, 512, 24, KR), split, streamp(4, 2, 48 << 10), streamp(6, 4, 32 << 10),
         streamp(4, 2, 32 << 10, 128)}},
       {4096, 393216, {rowp(8, 512, 24), streamp(5, 3, 40 << 10), streamp(4, 2, 48 << 10, 132)}},
@@ -294,7 +300,9 @@ static void bench_all(int iters, cudaStream_t stream) {
       {5461, 49152, {rowp(2, 256, 24)}},
       {4681, 57344, {rowp(2, 512, 14)}},
       {4096, 65536, {rowp(4, 256, 16), streamp(5, 3, 40 << 10)}},
-      {512, 524288, {rowp(16, 512, 16), streamp(4, 2, 48 << 10, 132), streamp(5, 3, 40 << 10), streamp(6, 4, 32 << 10)}},
+      {512,
+       524288,
+       {rowp(16, 512, 16), streamp(4, 2, 48 << 10, 132), streamp(5, 3, 40 << 10), streamp(6, 4, 32 << 10)}},
       {256, 786432, {streamp(4, 2, 48 << 10, 132), streamp(5, 3, 40 << 10)}},
       {64, 2097152, {streamp(6, 4, 32 << 10)}},
   };
@@ -314,8 +322,7 @@ static void bench_all(int iters, cudaStream_t stream) {
     bench_shape("shape", dx, dy, s.rows, s.cols, nullptr, iters, stream);
     const Timing copy = g_bench.empty() ? Timing{} : g_bench.back().copy;
     bench_replaced("alternative", dx, dy, s.rows, s.cols, iters, stream, copy);
-    for (auto& alt : s.alts)
-      bench_shape("alternative", dx, dy, s.rows, s.cols, &alt, iters, stream, &copy);
+    for (auto& alt : s.alts) bench_shape("alternative", dx, dy, s.rows, s.cols, &alt, iters, stream, &copy);
   }
   // sweep of row lengths, 2^28 elements (1 GiB) each
   if (g_shapes.empty()) fill_uniform<float><<<4096, 256, 0, stream>>>(dx, sweep_elems, 99);
@@ -326,9 +333,10 @@ static void bench_all(int iters, cudaStream_t stream) {
     for (std::int64_t c : {cols, cols * 3 / 2}) {
       if (c > (std::int64_t(1) << 21)) continue;
       const std::int64_t rows = static_cast<std::int64_t>(sweep_elems) / c;
-      bench_shape("sweep", dx, dy, rows, c, nullptr, iters, stream, have_copy && rows * c == (std::int64_t)sweep_elems ? &copy : nullptr);
+      bench_shape("sweep", dx, dy, rows, c, nullptr, iters, stream,
+                  have_copy && rows * c == (std::int64_t)sweep_elems ? &copy : nullptr);
       if (!have_copy && !g_bench.empty() && rows * c == (std::int64_t)sweep_elems) {
-        copy = g_bench.back().copy;
+        copy      = g_bench.back().copy;
         have_copy = true;
       }
       bench_replaced("sweep_without_stream", dx, dy, rows, c, iters, stream, g_bench.back().copy);
@@ -353,8 +361,7 @@ static void bench_all(int iters, cudaStream_t stream) {
       // rows starting 128 bytes past a 256-byte boundary (as in a Kokkos View: allocation header)
       bench_shape("offset", dx + 32, dy + 32, sh.rows, sh.cols, nullptr, iters, stream);
       // the legacy default stream, fenced
-      bench_shape("fenced_legacy_stream", dx, dy, sh.rows, sh.cols, nullptr, iters, cudaStreamLegacy,
-                  nullptr, true);
+      bench_shape("fenced_legacy_stream", dx, dy, sh.rows, sh.cols, nullptr, iters, cudaStreamLegacy, nullptr, true);
     }
     if (i == 2) {  // 8192x32768: shared-memory carveout and cache preference, then host cost
       const Timing fc = g_bench.back().copy;
@@ -372,20 +379,21 @@ static void bench_all(int iters, cudaStream_t stream) {
       int dev = 0;
       CK(cudaGetDevice(&dev));
       const im::DeviceInfo& di = im::device_info(dev);
-      const im::Plan plan = im::make_plan(di, prob);
-      const int n = 200;
+      const im::Plan plan      = im::make_plan(di, prob);
+      const int n              = 200;
       g_host.push_back({"softfuse::cuda_specialized::softmax 8192x32768 (plan + launch)",
                         host_us_per_call([&] { sc::softmax(dx, c, dy, c, r, c, stream); }, n, stream)});
       g_host.push_back({"impl::run_plan 8192x32768 (launch of a ready plan)",
                         host_us_per_call([&] { im::run_plan(di, plan, prob, stream); }, n, stream)});
       g_host.push_back({"impl::make_plan 8192x32768 (no launch)",
                         host_us_per_call([&] { (void)im::make_plan(di, prob); }, 100 * n, stream)});
-      g_host.push_back({"empty kernel <<<1, 32>>>",
-                        host_us_per_call([&] { empty_kernel<<<1, 32, 0, stream>>>(); }, n, stream)});
-      g_host.push_back({"cudaMemcpyAsync D2D 1 GiB",
-                        host_us_per_call([&] {
-                          CK(cudaMemcpyAsync(dy, dx, r * c * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-                        }, n, stream)});
+      g_host.push_back(
+          {"empty kernel <<<1, 32>>>", host_us_per_call([&] { empty_kernel<<<1, 32, 0, stream>>>(); }, n, stream)});
+      g_host.push_back(
+          {"cudaMemcpyAsync D2D 1 GiB",
+           host_us_per_call(
+               [&] { CK(cudaMemcpyAsync(dy, dx, r * c * sizeof(float), cudaMemcpyDeviceToDevice, stream)); }, n,
+               stream)});
       for (const HostRow& h : g_host) std::printf("host        %-64s %8.2f us/call\n", h.what.c_str(), h.us);
     }
   }
@@ -422,7 +430,9 @@ static void write_json(const char* path, const std::string& command, const cudaD
   std::fprintf(f, "  \"sms\": %d, \"l2_bytes\": %d, \"smem_optin\": %d, \"binary_version\": %d, \"clusters\": %s,\n",
                di.sms, di.l2_bytes, di.smem_optin, di.binary_version, di.clusters ? "true" : "false");
   std::fprintf(f, "  \"cuda_driver\": %d, \"cuda_runtime\": %d,\n", driver, runtime);
-  std::fprintf(f, "  \"onchip_max_cols\": {\"float_vec\": %lld, \"float_scalar\": %lld, \"double_vec\": %lld, \"double_scalar\": %lld},\n",
+  std::fprintf(f,
+               "  \"onchip_max_cols\": {\"float_vec\": %lld, \"float_scalar\": %lld, \"double_vec\": %lld, "
+               "\"double_scalar\": %lld},\n",
                (long long)im::onchip_max_cols<float>(di, true), (long long)im::onchip_max_cols<float>(di, false),
                (long long)im::onchip_max_cols<double>(di, true), (long long)im::onchip_max_cols<double>(di, false));
   std::fprintf(f, "  \"timing\": \"CUDA events around each launch, %s\",\n",
@@ -436,28 +446,29 @@ static void write_json(const char* path, const std::string& command, const cudaD
                  "    {\"group\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"plan\": \"%s\", \"ms\": %.5f, "
                  "\"ms_min\": %.5f, \"ms_max\": %.5f, \"gbps\": %.1f, \"copy_ms\": %.5f, \"copy_gbps\": %.1f, "
                  "\"pct_of_copy\": %.1f, \"sample_check\": %s}%s\n",
-                 b.group.c_str(), (long long)b.rows, (long long)b.cols, json_escape(b.plan).c_str(),
-                 b.k.median_ms, b.k.min_ms, b.k.max_ms, b.gbps, b.copy.median_ms, b.copy_gbps, b.pct,
-                 b.sample_ok ? "true" : "false", i + 1 < g_bench.size() ? "," : "");
+                 b.group.c_str(), (long long)b.rows, (long long)b.cols, json_escape(b.plan).c_str(), b.k.median_ms,
+                 b.k.min_ms, b.k.max_ms, b.gbps, b.copy.median_ms, b.copy_gbps, b.pct, b.sample_ok ? "true" : "false",
+                 i + 1 < g_bench.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"host_us_per_call\": [\n");
   for (std::size_t i = 0; i < g_host.size(); ++i)
-    std::fprintf(f, "    {\"what\": \"%s\", \"us\": %.3f}%s\n", json_escape(g_host[i].what).c_str(),
-                 g_host[i].us, i + 1 < g_host.size() ? "," : "");
+    std::fprintf(f, "    {\"what\": \"%s\", \"us\": %.3f}%s\n", json_escape(g_host[i].what).c_str(), g_host[i].us,
+                 i + 1 < g_host.size() ? "," : "");
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);
 }
 
 int main(int argc, char** argv) {
-  bool bench = false;
-  const char* json = nullptr;
+  bool bench             = false;
+  const char* json       = nullptr;
   std::int64_t prof_rows = 0, prof_cols = 0;
   int iters = 30;
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--bench") bench = true;
+    if (a == "--bench")
+      bench = true;
     else if (a == "--shapes" && i + 1 < argc) {
       for (const char* q = argv[++i]; *q;) {
         std::int64_t r = 0, c = 0;
@@ -470,9 +481,10 @@ int main(int argc, char** argv) {
         q += used;
         if (*q == ',') ++q;
       }
-    }
-    else if (a == "--json" && i + 1 < argc) json = argv[++i];
-    else if (a == "--iters" && i + 1 < argc) iters = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--json" && i + 1 < argc)
+      json = argv[++i];
+    else if (a == "--iters" && i + 1 < argc)
+      iters = std::max(1, std::atoi(argv[++i]));
     else if (a == "--profile" && i + 1 < argc) {
       if (std::sscanf(argv[++i], "%" SCNd64 "x%" SCNd64, &prof_rows, &prof_cols) != 2) {
         std::fprintf(stderr, "--profile RxC\n");
@@ -494,9 +506,8 @@ int main(int argc, char** argv) {
     return 3;
   }
   const im::DeviceInfo& di = im::device_info(dev);
-  std::printf("device %d: %s, cc %d, %d SMs, L2 %d B, smem/block opt-in %d B, sm_%d code, clusters %s\n",
-              dev, prop.name, di.cc, di.sms, di.l2_bytes, di.smem_optin, di.binary_version,
-              di.clusters ? "yes" : "no");
+  std::printf("device %d: %s, cc %d, %d SMs, L2 %d B, smem/block opt-in %d B, sm_%d code, clusters %s\n", dev,
+              prop.name, di.cc, di.sms, di.l2_bytes, di.smem_optin, di.binary_version, di.clusters ? "yes" : "no");
   std::printf("on-chip capacity (cols): float vec %lld, float scalar %lld, double vec %lld, double scalar %lld\n",
               (long long)im::onchip_max_cols<float>(di, true), (long long)im::onchip_max_cols<float>(di, false),
               (long long)im::onchip_max_cols<double>(di, true), (long long)im::onchip_max_cols<double>(di, false));

@@ -20,25 +20,25 @@
 
 namespace sc = softfuse::cuda_specialized;
 
-#define CB(call)                                                                      \
-  do {                                                                                \
-    if ((call) != CUBLAS_STATUS_SUCCESS) {                                            \
-      std::fprintf(stderr, "cuBLAS error at %s:%d\n", __FILE__, __LINE__);            \
-      std::exit(2);                                                                   \
-    }                                                                                 \
+#define CB(call)                                                           \
+  do {                                                                     \
+    if ((call) != CUBLAS_STATUS_SUCCESS) {                                 \
+      std::fprintf(stderr, "cuBLAS error at %s:%d\n", __FILE__, __LINE__); \
+      std::exit(2);                                                        \
+    }                                                                      \
   } while (0)
 
 inline std::uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 inline double uniform() {  // [0, 1)
   std::uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z               = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z               = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return double((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
 }
 
 template <class T>
 struct Dev {
-  T* p = nullptr;
+  T* p          = nullptr;
   std::size_t n = 0;
   explicit Dev(std::size_t count) : n(count) { CK(cudaMalloc(&p, sizeof(T) * std::max<std::size_t>(n, 1))); }
   ~Dev() { cudaFree(p); }
@@ -83,9 +83,9 @@ inline Problem make_problem(std::int64_t batch, std::int64_t in, std::int64_t ou
   p.rvar.resize(out);
   for (std::int64_t j = 0; j < out; ++j) {
     p.gamma[j] = float(0.5 + uniform());
-    p.beta[j] = float(uniform() - 0.5);
+    p.beta[j]  = float(uniform() - 0.5);
     p.rmean[j] = float(bias_offset + 0.2 * (uniform() - 0.5));
-    p.rvar[j] = float(0.5 + uniform());
+    p.rvar[j]  = float(0.5 + uniform());
   }
   p.scale.assign(vector_scale ? out : 1, 0.f);
   for (auto& v : p.scale) v = float(0.5 + 2 * uniform());
@@ -108,7 +108,10 @@ inline Problem make_problem(std::int64_t batch, std::int64_t in, std::int64_t ou
 
 enum class Layer { gelu_exact, gelu_tanh, bn_train, bn_infer };
 inline const char* name(Layer l) {
-  return l == Layer::gelu_exact ? "gelu_exact" : l == Layer::gelu_tanh ? "gelu_tanh" : l == Layer::bn_train ? "bn_train" : "bn_infer";
+  return l == Layer::gelu_exact  ? "gelu_exact"
+         : l == Layer::gelu_tanh ? "gelu_tanh"
+         : l == Layer::bn_train  ? "bn_train"
+                                 : "bn_infer";
 }
 inline const char* name(sc::GemmPrecision p) {
   return p == sc::GemmPrecision::fp32 ? "fp32" : p == sc::GemmPrecision::tf32 ? "tf32" : "tf32x3";
@@ -119,8 +122,18 @@ struct DevProblem {
   Dev<float> x, w, b, gamma, beta, rmean, rvar, scale, y, split, ws;
   std::int64_t shift;
   DevProblem(const Problem& p, std::int64_t shift_ = 0)
-      : x(p.x.size()), w(p.w.size()), b(p.b.size()), gamma(p.out), beta(p.out), rmean(p.out), rvar(p.out),
-        scale(p.scale.size()), y(p.batch * p.ldy + shift_), split(2 * p.w.size()), ws(3 * p.out), shift(shift_) {
+      : x(p.x.size()),
+        w(p.w.size()),
+        b(p.b.size()),
+        gamma(p.out),
+        beta(p.out),
+        rmean(p.out),
+        rvar(p.out),
+        scale(p.scale.size()),
+        y(p.batch * p.ldy + shift_),
+        split(2 * p.w.size()),
+        ws(3 * p.out),
+        shift(shift_) {
     x.put(p.x);
     w.put(p.w);
     b.put(p.b);
@@ -136,16 +149,24 @@ struct DevProblem {
     rvar.put(p.rvar);
   }
   sc::LinearOperands ops(const Problem& p, sc::GemmPrecision prec, bool presplit = true) const {
-    return {x.p, p.in, w.p, p.in, b.p, y.p + shift, p.ldy, p.batch, p.in, p.out, prec,
-            presplit ? split.p : nullptr, 2 * p.in};
+    return {x.p,     p.in, w.p, p.in, b.p, y.p + shift, p.ldy, p.batch, p.in, p.out, prec, presplit ? split.p : nullptr,
+            2 * p.in};
   }
   void run(const Problem& p, Layer l, sc::GemmPrecision prec, cudaStream_t s = nullptr, bool presplit = true) {
     const sc::LinearOperands o = ops(p, prec, presplit);
     if (l == Layer::gelu_exact || l == Layer::gelu_tanh) {
       sc::linear_gelu_softmax(o, l == Layer::gelu_exact, s);
     } else {
-      const sc::BatchNormOperands bn{gamma.p, beta.p, rmean.p, rvar.p, scale.p, std::int64_t(scale.n),
-                                     l == Layer::bn_train, 1e-5, 0.1, presplit ? ws.p : nullptr};
+      const sc::BatchNormOperands bn{gamma.p,
+                                     beta.p,
+                                     rmean.p,
+                                     rvar.p,
+                                     scale.p,
+                                     std::int64_t(scale.n),
+                                     l == Layer::bn_train,
+                                     1e-5,
+                                     0.1,
+                                     presplit ? ws.p : nullptr};
       sc::linear_batchnorm_softmax(o, bn, s);
     }
   }

@@ -29,10 +29,10 @@ struct Tol<double> {
 static const double kPoison = 777.0;  // never a softmax value, not NaN
 
 struct RowCheck {
-  bool ok = true;
+  bool ok        = true;
   double max_rel = 0.0;
   double sum_err = 0.0;
-  char why[200] = {0};
+  char why[200]  = {0};
 };
 
 // x, y: one row of `cols` elements.
@@ -55,7 +55,7 @@ RowCheck check_row(const T* x, const T* y, std::int64_t cols) {
   }
   long double ysum = 0.0;  // the checker's own sum must not be the error
   for (std::int64_t c = 0; c < cols; ++c) {
-    const double r = ref[static_cast<std::size_t>(c)];
+    const double r   = ref[static_cast<std::size_t>(c)];
     const double got = static_cast<double>(y[c]);
     if (!std::isfinite(got) || got < 0.0 || got == kPoison) {
       rc.ok = false;
@@ -65,7 +65,7 @@ RowCheck check_row(const T* x, const T* y, std::int64_t cols) {
     ysum += got;
     if (r >= 1e-30) {
       const double rel = std::fabs(got - r) / r;
-      rc.max_rel = std::max(rc.max_rel, rel);
+      rc.max_rel       = std::max(rc.max_rel, rel);
       if (rel > Tol<T>::rel) {
         rc.ok = false;
         std::snprintf(rc.why, sizeof(rc.why), "col %lld: got %.9g, ref %.9g, rel %.3g", (long long)c, got, r, rel);

@@ -24,7 +24,7 @@ struct Reference {
   std::vector<double> y, rmean, rvar;
 };
 static Reference reference(const Problem& p, Layer l, int steps) {
-  namespace ref = softfuse_test;
+  namespace ref       = softfuse_test;
   const std::size_t B = static_cast<std::size_t>(p.batch), N = static_cast<std::size_t>(p.out);
   Reference r{std::vector<double>(B * N), std::vector<double>(p.rmean.begin(), p.rmean.end()),
               std::vector<double>(p.rvar.begin(), p.rvar.end())};
@@ -33,7 +33,8 @@ static Reference reference(const Problem& p, Layer l, int steps) {
   if (l == Layer::bn_train) {
     stats = ref::reference_batch_stats(p.z64, no_error, B, N);
     std::vector<double> tol_mean(N), tol_var(N);
-    for (int k = 0; k < steps; ++k) ref::reference_running_update(stats, B, 0.1, 0.0, r.rmean, r.rvar, tol_mean, tol_var);
+    for (int k = 0; k < steps; ++k)
+      ref::reference_running_update(stats, B, 0.1, 0.0, r.rmean, r.rvar, tol_mean, tol_var);
   }
   const std::vector<double> gamma(p.gamma.begin(), p.gamma.end()), beta(p.beta.begin(), p.beta.end()),
       scale(p.scale.begin(), p.scale.end());
@@ -89,9 +90,7 @@ static Errors compare(const Problem& p, const DevProblem& d, const Reference& r,
 
 // Tolerances from the GEMM precision: the softmax carries the logits' absolute error into relative
 // output error; a norm-wise y error bound per mode (measured values are printed and kept).
-static double tolerance(sc::GemmPrecision prec) {
-  return prec == sc::GemmPrecision::tf32 ? 5e-3 : 2e-5;
-}
+static double tolerance(sc::GemmPrecision prec) { return prec == sc::GemmPrecision::tf32 ? 5e-3 : 2e-5; }
 
 static void check_case(const Problem& p, const char* label, std::int64_t shift, const std::vector<Layer>& layers,
                        bool presplit = true) {
@@ -109,16 +108,19 @@ static void check_case(const Problem& p, const char* label, std::int64_t shift, 
       if (l == Layer::bn_train)
         for (std::int64_t j = 0; j < p.out; ++j) {
           double s = 0, q = 0;
-          for (std::int64_t i = 0; i < p.batch; ++i) s += p.z64[i * p.out + j], q += p.z64[i * p.out + j] * p.z64[i * p.out + j];
+          for (std::int64_t i = 0; i < p.batch; ++i)
+            s += p.z64[i * p.out + j], q += p.z64[i * p.out + j] * p.z64[i * p.out + j];
           const double mean = s / p.batch, var = q / p.batch - mean * mean;
           cond = std::max(cond, std::sqrt(q / p.batch / (std::max(var, 0.0) + 1e-5)));
         }
       const double tol = tolerance(prec) * cond;
-      const bool ok = e.padding_ok && e.y_norm <= tol && e.row_sum <= 1e-5 && e.stats <= 1e-5 + (prec == sc::GemmPrecision::tf32 ? 1e-3 : 0);
+      const bool ok    = e.padding_ok && e.y_norm <= tol && e.row_sum <= 1e-5 &&
+                      e.stats <= 1e-5 + (prec == sc::GemmPrecision::tf32 ? 1e-3 : 0);
       failures += !ok;
-      std::printf("%s %-18s %-10s %-6s %ldx%ldx%ld ldy %ld shift %ld: y norm err %.2e max abs %.2e row sum %.1e stats %.1e%s\n",
-                  ok ? "ok  " : "FAIL", label, name(l), name(prec), long(p.batch), long(p.in), long(p.out),
-                  long(p.ldy), long(shift), e.y_norm, e.y_max_abs, e.row_sum, e.stats, e.padding_ok ? "" : " PADDING WRITTEN");
+      std::printf(
+          "%s %-18s %-10s %-6s %ldx%ldx%ld ldy %ld shift %ld: y norm err %.2e max abs %.2e row sum %.1e stats %.1e%s\n",
+          ok ? "ok  " : "FAIL", label, name(l), name(prec), long(p.batch), long(p.in), long(p.out), long(p.ldy),
+          long(shift), e.y_norm, e.y_max_abs, e.row_sum, e.stats, e.padding_ok ? "" : " PADDING WRITTEN");
     }
   }
 }
@@ -130,8 +132,8 @@ static void check_case(const Problem& p, const char* label, std::int64_t shift, 
 // (measured 2.7e-6 against fp32's 1.2e-7 on the H200).
 static void check_batch_mean(const Problem& p) {
   const std::size_t N = static_cast<std::size_t>(p.out);
-  const auto stats = softfuse_test::reference_batch_stats(p.z64, std::vector<double>(p.z64.size(), 0.0),
-                                                          static_cast<std::size_t>(p.batch), N);
+  const auto stats    = softfuse_test::reference_batch_stats(p.z64, std::vector<double>(p.z64.size(), 0.0),
+                                                             static_cast<std::size_t>(p.batch), N);
   std::vector<double> ref(N);
   double largest = 0;
   for (std::size_t j = 0; j < N; ++j)
@@ -140,14 +142,15 @@ static void check_batch_mean(const Problem& p) {
     DevProblem d(p);
     d.run(p, Layer::bn_train, prec);
     const std::vector<float> m = d.rmean.get();
-    double err = 0;
+    double err                 = 0;
     for (std::size_t j = 0; j < N; ++j) err = std::max(err, std::fabs(m[j] - ref[j]));
     const double bound = prec == sc::GemmPrecision::fp32 ? 4e-7 : 5e-6;
-    const bool ok = err / largest <= bound;
+    const bool ok      = err / largest <= bound;
     failures += !ok;
-    std::printf("%s batch_mean         bn_train   %-6s %ldx%ldx%ld: running_mean error %.2e of its largest magnitude "
-                "(bound %.0e)\n",
-                ok ? "ok  " : "FAIL", name(prec), long(p.batch), long(p.in), long(p.out), err / largest, bound);
+    std::printf(
+        "%s batch_mean         bn_train   %-6s %ldx%ldx%ld: running_mean error %.2e of its largest magnitude "
+        "(bound %.0e)\n",
+        ok ? "ok  " : "FAIL", name(prec), long(p.batch), long(p.in), long(p.out), err / largest, bound);
   }
 }
 
@@ -175,7 +178,8 @@ static void checks(bool small) {
 int main(int argc, char** argv) {
   bool small = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--sanitize")) small = true;
+    if (!std::strcmp(argv[i], "--sanitize"))
+      small = true;
     else {
       std::fprintf(stderr, "usage: %s [--sanitize]\n", argv[0]);
       return 2;

@@ -48,7 +48,6 @@ static inline double unif(std::uint64_t seed, std::uint64_t i) {
   return static_cast<double>(splitmix(seed * 0x632BE59BD9B4E019ull + i) >> 11) * 0x1.0p-53;
 }
 
-
 // ------------------------------------------------------------------------------------------
 // correctness cases
 
@@ -61,20 +60,20 @@ struct CaseResult {
   std::string why;
 };
 
-static int g_cases = 0;
-static int g_failed = 0;
+static int g_cases       = 0;
+static int g_failed      = 0;
 static int g_max_cluster = 16;  // --max-cluster: skip cases whose plan uses larger clusters
 
 enum class Kind { out_of_place, in_place };
 
 struct CaseSpec {
   std::int64_t rows, cols;
-  std::int64_t ld_pad = 0;   // ldx = ldy = cols + ld_pad
-  std::int64_t offset = 0;   // elements added to both base pointers (breaks 16-byte alignment)
-  Kind kind = Kind::out_of_place;
-  bool wide = false;         // data uniform in [-8, 8) rather than [0, 1)
+  std::int64_t ld_pad    = 0;  // ldx = ldy = cols + ld_pad
+  std::int64_t offset    = 0;  // elements added to both base pointers (breaks 16-byte alignment)
+  Kind kind              = Kind::out_of_place;
+  bool wide              = false;  // data uniform in [-8, 8) rather than [0, 1)
   const im::Plan* forced = nullptr;
-  std::uint64_t seed = 1;
+  std::uint64_t seed     = 1;
 };
 
 template <class T>
@@ -82,21 +81,35 @@ void fill_row_special(T* x, std::int64_t r, std::int64_t cols, const CaseSpec& c
   const double lo = cs.wide ? -8.0 : 0.0, span = cs.wide ? 16.0 : 1.0;
   const std::uint64_t seed = cs.seed * 1000003ull + static_cast<std::uint64_t>(r);
   for (std::int64_t c = 0; c < cols; ++c) x[c] = static_cast<T>(lo + span * unif(seed, c));
-  const T inf = std::numeric_limits<T>::infinity();
+  const T inf            = std::numeric_limits<T>::infinity();
   const std::int64_t pos = static_cast<std::int64_t>(unif(seed, 1u << 30) * cols) % cols;
   switch (r) {
     case 1: x[pos] = std::numeric_limits<T>::quiet_NaN(); break;
     case 2: x[pos] = inf; break;
-    case 3: for (std::int64_t c = 0; c < cols; ++c) x[c] = -inf; break;
-    case 4:  // huge finite values: the 1e30 entries share the mass, the rest get 0
-      x[pos] = static_cast<T>(1e30);
-      x[(pos * 7 + 3) % cols] = static_cast<T>(1e30);
-      for (std::int64_t c = 0; c < cols; c += 5) if (x[c] != static_cast<T>(1e30)) x[c] = static_cast<T>(-1e30);
+    case 3:
+      for (std::int64_t c = 0; c < cols; ++c) x[c] = -inf;
       break;
-    case 5: for (std::int64_t c = 0; c < cols; c += 3) x[c] = -inf; if (cols > 1) x[cols - 1] = 0.5; break;
-    case 6: for (std::int64_t c = 0; c < cols; ++c) x[c] = -inf; x[pos] = static_cast<T>(-3.0); break;
-    case 7: for (std::int64_t c = 0; c < cols; ++c) x[c] = static_cast<T>(5.0); break;
-    case 8: x[pos] = static_cast<T>(-1e30); x[(pos + 1) % cols] = static_cast<T>(30.0); break;
+    case 4:  // huge finite values: the 1e30 entries share the mass, the rest get 0
+      x[pos]                  = static_cast<T>(1e30);
+      x[(pos * 7 + 3) % cols] = static_cast<T>(1e30);
+      for (std::int64_t c = 0; c < cols; c += 5)
+        if (x[c] != static_cast<T>(1e30)) x[c] = static_cast<T>(-1e30);
+      break;
+    case 5:
+      for (std::int64_t c = 0; c < cols; c += 3) x[c] = -inf;
+      if (cols > 1) x[cols - 1] = 0.5;
+      break;
+    case 6:
+      for (std::int64_t c = 0; c < cols; ++c) x[c] = -inf;
+      x[pos] = static_cast<T>(-3.0);
+      break;
+    case 7:
+      for (std::int64_t c = 0; c < cols; ++c) x[c] = static_cast<T>(5.0);
+      break;
+    case 8:
+      x[pos]              = static_cast<T>(-1e30);
+      x[(pos + 1) % cols] = static_cast<T>(30.0);
+      break;
     default: break;
   }
 }
@@ -104,7 +117,7 @@ void fill_row_special(T* x, std::int64_t r, std::int64_t cols, const CaseSpec& c
 template <class T>
 bool run_case(const CaseSpec& cs, cudaStream_t stream) {
   const std::int64_t ld = cs.cols + cs.ld_pad;
-  const std::int64_t n = cs.rows * ld + cs.offset;
+  const std::int64_t n  = cs.rows * ld + cs.offset;
   std::vector<T> hx(static_cast<size_t>(n)), hy(static_cast<size_t>(n));
   const T nan = std::numeric_limits<T>::quiet_NaN();
   std::fill(hx.begin(), hx.end(), nan);  // padding is NaN: reading it would poison a row
@@ -123,7 +136,7 @@ bool run_case(const CaseSpec& cs, cudaStream_t stream) {
     CK(cudaStreamSynchronize(stream));
   }
   const T* x = dx + cs.offset;
-  T* y = dy + cs.offset;
+  T* y       = dy + cs.offset;
   std::string plan_s;
   int dev = 0;
   CK(cudaGetDevice(&dev));
@@ -134,8 +147,8 @@ bool run_case(const CaseSpec& cs, cudaStream_t stream) {
     if (pl.regime == im::Regime::row && !pl.grid_join && pl.cluster > g_max_cluster) {
       CK(cudaFree(dx));
       if (dy != dx) CK(cudaFree(dy));
-      std::printf("skip %s %lldx%lld: %s (--max-cluster %d)\n", Tol<T>::name, (long long)cs.rows,
-                  (long long)cs.cols, im::describe(pl).c_str(), g_max_cluster);
+      std::printf("skip %s %lldx%lld: %s (--max-cluster %d)\n", Tol<T>::name, (long long)cs.rows, (long long)cs.cols,
+                  im::describe(pl).c_str(), g_max_cluster);
       return true;
     }
   }
@@ -159,14 +172,14 @@ bool run_case(const CaseSpec& cs, cudaStream_t stream) {
 
   CaseResult res;
   char name[200];
-  std::snprintf(name, sizeof(name), "%s %lldx%lld ld=%lld off=%lld %s%s", Tol<T>::name,
-                (long long)cs.rows, (long long)cs.cols, (long long)ld, (long long)cs.offset,
+  std::snprintf(name, sizeof(name), "%s %lldx%lld ld=%lld off=%lld %s%s", Tol<T>::name, (long long)cs.rows,
+                (long long)cs.cols, (long long)ld, (long long)cs.offset,
                 cs.kind == Kind::in_place ? "in-place" : "out-of-place", cs.wide ? " wide" : "");
-  res.name = name;
-  res.plan = plan_s;
-  res.ok = err.empty();
-  res.why = err;
-  res.max_rel = 0;
+  res.name        = name;
+  res.plan        = plan_s;
+  res.ok          = err.empty();
+  res.why         = err;
+  res.max_rel     = 0;
   res.max_sum_err = 0;
   if (res.ok) {
     std::vector<RowCheck> rcs(static_cast<size_t>(cs.rows));
@@ -189,21 +202,21 @@ bool run_case(const CaseSpec& cs, cudaStream_t stream) {
     }
     for (std::int64_t c = 0; c < cs.offset; ++c)
       if (!(cs.kind == Kind::in_place ? std::isnan(static_cast<double>(hy[c])) : hy[c] == static_cast<T>(kPoison))) {
-        res.ok = false;
+        res.ok  = false;
         res.why = "element before the matrix written";
       }
     for (std::int64_t r = 0; r < cs.rows; ++r) {
       const RowCheck& rc = rcs[static_cast<size_t>(r)];
-      res.max_rel = std::max(res.max_rel, rc.max_rel);
-      res.max_sum_err = std::max(res.max_sum_err, rc.sum_err);
+      res.max_rel        = std::max(res.max_rel, rc.max_rel);
+      res.max_sum_err    = std::max(res.max_sum_err, rc.sum_err);
       if (!rc.ok && res.ok) {
-        res.ok = false;
+        res.ok  = false;
         res.why = "row " + std::to_string(r) + ": " + rc.why;
       }
     }
   }
-  std::printf("%-4s %-62s %-52s max_rel %.2e sum_err %.2e %s\n", res.ok ? "ok" : "FAIL",
-              res.name.c_str(), res.plan.c_str(), res.max_rel, res.max_sum_err, res.why.c_str());
+  std::printf("%-4s %-62s %-52s max_rel %.2e sum_err %.2e %s\n", res.ok ? "ok" : "FAIL", res.name.c_str(),
+              res.plan.c_str(), res.max_rel, res.max_sum_err, res.why.c_str());
   std::fflush(stdout);
   if (!res.ok) ++g_failed;
   ++g_cases;
@@ -223,29 +236,32 @@ static void check_stream_slots(const im::DeviceInfo& di, cudaStream_t s1) {
     cudaStream_t s;
   };
   const std::int64_t c1 = 300000, c2 = 700000;  // 8 and 18 chunks of 40-48 KB per row
-  const std::vector<Call> calls{{12, c1, 11, s1}, {12, c1, 12, s2}, {16, c2, 13, s1}, {12, c1, 14, s2}, {12, c1, 15, s1}};
+  const std::vector<Call> calls{
+      {12, c1, 11, s1}, {12, c1, 12, s2}, {16, c2, 13, s1}, {12, c1, 14, s2}, {12, c1, 15, s1}};
   const auto fill = [](std::vector<float>& h, const Call& c) {
     CaseSpec cs;
     cs.seed = c.seed;
     cs.wide = true;
-    for (std::int64_t r = 0; r < c.rows; ++r) fill_row_special(h.data() + r * c.cols, r + 9, c.cols, cs);  // r + 9: no special rows
+    for (std::int64_t r = 0; r < c.rows; ++r)
+      fill_row_special(h.data() + r * c.cols, r + 9, c.cols, cs);  // r + 9: no special rows
   };
-  const auto verify = [](const std::vector<float>& hx, const std::vector<float>& hy, std::int64_t rows, std::int64_t cols,
-                         const std::string& what) {
+  const auto verify = [](const std::vector<float>& hx, const std::vector<float>& hy, std::int64_t rows,
+                         std::int64_t cols, const std::string& what) {
     double worst = 0;
     std::string why;
     for (std::int64_t r = 0; r < rows; ++r) {
       const RowCheck rc = check_row(hx.data() + r * cols, hy.data() + r * cols, cols);
-      worst = std::max(worst, rc.max_rel);
+      worst             = std::max(worst, rc.max_rel);
       if (!rc.ok && why.empty()) why = "row " + std::to_string(r) + ": " + rc.why;
     }
-    std::printf("%-4s stream slots: %-90s max_rel %.2e %s\n", why.empty() ? "ok" : "FAIL", what.c_str(), worst, why.c_str());
+    std::printf("%-4s stream slots: %-90s max_rel %.2e %s\n", why.empty() ? "ok" : "FAIL", what.c_str(), worst,
+                why.c_str());
     if (!why.empty()) ++g_failed;
   };
   std::vector<std::vector<float>> hx(calls.size()), hy(calls.size());
   std::vector<float*> dx(calls.size()), dy(calls.size());
   for (std::size_t k = 0; k < calls.size(); ++k) {
-    const Call& c = calls[k];
+    const Call& c       = calls[k];
     const std::size_t n = static_cast<std::size_t>(c.rows * c.cols);
     hx[k].resize(n);
     hy[k].resize(n);
@@ -262,8 +278,9 @@ static void check_stream_slots(const im::DeviceInfo& di, cudaStream_t s1) {
     verify(hx[k], hy[k], calls[k].rows, calls[k].cols,
            "call " + std::to_string(k) + " (" + std::to_string(calls[k].rows) + "x" + std::to_string(calls[k].cols) +
                (calls[k].s == s1 ? ", stream 1, " : ", stream 2, ") +
-               im::describe(im::make_plan(di, im::Problem<float>{dx[k], calls[k].cols, dy[k], calls[k].cols,
-                                                                  calls[k].rows, calls[k].cols})) + ")");
+               im::describe(im::make_plan(
+                   di, im::Problem<float>{dx[k], calls[k].cols, dy[k], calls[k].cols, calls[k].rows, calls[k].cols})) +
+               ")");
   }
   // graph: capture one call, replay it on two new inputs copied into its input buffer
   cudaGraph_t graph;
@@ -299,12 +316,12 @@ enum class Suite { full, small, sanitize };
 
 template <class T>
 void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
-  const bool small = suite != Suite::full;
-  const bool sanitize = suite == Suite::sanitize;
-  const int VV = 16 / static_cast<int>(sizeof(T));
-  const std::int64_t es = sizeof(T);
-  std::vector<std::int64_t> cols_list = {1, 2, 3, 4, 5, 7, 8, 16, 31, 32, 33, 63, 64, 65, 127, 128, 129,
-                                         255, 256, 257, 511, 512, 513, 1000, 1023, 1024, 1025, 1028};
+  const bool small                    = suite != Suite::full;
+  const bool sanitize                 = suite == Suite::sanitize;
+  const int VV                        = 16 / static_cast<int>(sizeof(T));
+  const std::int64_t es               = sizeof(T);
+  std::vector<std::int64_t> cols_list = {1,   2,   3,   4,   5,   7,   8,   16,  31,  32,   33,   63,   64,   65,
+                                         127, 128, 129, 255, 256, 257, 511, 512, 513, 1000, 1023, 1024, 1025, 1028};
   // regime thresholds: warp limit, cluster-size steps, on-chip capacity
   std::vector<std::int64_t> thresholds = {im::kWarpMaxRowBytes / es, im::kWarpRowMaxBytes / es,
                                           im::kRowNarrowBlockBytes / es};
@@ -329,37 +346,47 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
   }
   if (sanitize) {  // one row length per default regime (row bytes), a few rows each
     cols_list.clear();
-    for (std::int64_t b : {std::int64_t(12), std::int64_t(132), std::int64_t(400), std::int64_t(4096),
-                           im::kWarpMaxRowBytes + 16, im::kWarpRowMaxBytes, im::kWarpRowMaxBytes + 16,
-                           im::kRowNarrowBlockBytes + 16, im::kRowTargetBlockBytes,
-                           im::kRowTargetBlockBytes + 16, im::kRowSingleBlockMinBytes + 16,
-                           2 * im::kRowClusterWideBytes + 16, std::int64_t(230 * 1024),
-                           im::kRowPairMaxBytes + 16, 2 * im::kRowPairMaxBytes + 16,
-                           im::kRowGroupMinBytes + 16})
+    for (std::int64_t b :
+         {std::int64_t(12), std::int64_t(132), std::int64_t(400), std::int64_t(4096), im::kWarpMaxRowBytes + 16,
+          im::kWarpRowMaxBytes, im::kWarpRowMaxBytes + 16, im::kRowNarrowBlockBytes + 16, im::kRowTargetBlockBytes,
+          im::kRowTargetBlockBytes + 16, im::kRowSingleBlockMinBytes + 16, 2 * im::kRowClusterWideBytes + 16,
+          std::int64_t(230 * 1024), im::kRowPairMaxBytes + 16, 2 * im::kRowPairMaxBytes + 16,
+          im::kRowGroupMinBytes + 16})
       cols_list.push_back(std::max<std::int64_t>(1, b / es));
   }
   std::sort(cols_list.begin(), cols_list.end());
   cols_list.erase(std::unique(cols_list.begin(), cols_list.end()), cols_list.end());
 
   const std::int64_t budget = small ? (1 << 16) : (1 << 24);
-  std::uint64_t seed = 11;
+  std::uint64_t seed        = 11;
   for (std::int64_t cols : cols_list) {
     if (cols < 1) continue;
-    const bool big = cols * es > (512 << 10);
-    const std::int64_t rows = sanitize ? 9 : big ? (small ? 9 : 24) : rows_for(cols, budget);
+    const bool big                = cols * es > (512 << 10);
+    const std::int64_t rows       = sanitize ? 9 : big ? (small ? 9 : 24) : rows_for(cols, budget);
     const std::int64_t rows_small = sanitize ? 9 : big ? 12 : std::min<std::int64_t>(rows, 300);
     CaseSpec a;
-    a.rows = rows; a.cols = cols; a.seed = ++seed; a.wide = (cols % 2) == 1;
+    a.rows = rows;
+    a.cols = cols;
+    a.seed = ++seed;
+    a.wide = (cols % 2) == 1;
     run_case<T>(a, stream);
     CaseSpec b = a;  // in place
-    b.rows = rows_small; b.kind = Kind::in_place; b.seed = ++seed; b.wide = !a.wide;
+    b.rows     = rows_small;
+    b.kind     = Kind::in_place;
+    b.seed     = ++seed;
+    b.wide     = !a.wide;
     run_case<T>(b, stream);
     CaseSpec c = a;  // misaligned base pointer: scalar path
-    c.rows = rows_small; c.offset = 1; c.seed = ++seed;
+    c.rows     = rows_small;
+    c.offset   = 1;
+    c.seed     = ++seed;
     run_case<T>(c, stream);
     if (!sanitize && (!big || cols % VV == 0)) {
       CaseSpec d = a;  // padded leading dimension (keeps vectors when cols+VV stays aligned)
-      d.rows = rows_small; d.ld_pad = VV; d.seed = ++seed; d.wide = true;
+      d.rows     = rows_small;
+      d.ld_pad   = VV;
+      d.seed     = ++seed;
+      d.wide     = true;
       run_case<T>(d, stream);
     }
   }
@@ -368,9 +395,13 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
   std::vector<std::pair<im::Plan, std::int64_t>> forced;
   auto row_plan = [&](int vec, int cluster, int threads, int ks, int kr) {
     im::Plan p;
-    p.regime = im::Regime::row;
-    p.vec = vec; p.cluster = cluster; p.threads = threads; p.ks = ks; p.kr = kr;
-    p.grid = 5;  // few resident groups: every group runs several rows (the prefetch path)
+    p.regime  = im::Regime::row;
+    p.vec     = vec;
+    p.cluster = cluster;
+    p.threads = threads;
+    p.ks      = ks;
+    p.kr      = kr;
+    p.grid    = 5;  // few resident groups: every group runs several rows (the prefetch path)
     return p;
   };
   if (di.clusters) {
@@ -386,31 +417,31 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
   }
   forced.push_back({row_plan(VV, 1, 512, 3, 0), 512 * 3 * VV - VV});
   {
-    im::Plan l = row_plan(VV, 1, 256, 7, 0);  // lookahead on the plain kernels too
+    im::Plan l  = row_plan(VV, 1, 256, 7, 0);  // lookahead on the plain kernels too
     l.lookahead = 1;
     forced.push_back({l, 256 * 7 * VV - 5 * VV});
     im::Plan b = row_plan(VV, 1, 128, 6, 0);
     forced.push_back({b, 128 * 6 * VV - VV});
     if (di.clusters) {
-      im::Plan c = row_plan(VV, 4, 512, 13, 0);
+      im::Plan c  = row_plan(VV, 4, 512, 13, 0);
       c.lookahead = 1;
       forced.push_back({c, 4 * 512 * 13 * VV - 17 * VV});
-      im::Plan d = row_plan(VV, 2, 512, 3, im::kRowRegisterVectors);
+      im::Plan d  = row_plan(VV, 2, 512, 3, im::kRowRegisterVectors);
       d.lookahead = 0;
       forced.push_back({d, 2 * 512 * (3 + im::kRowRegisterVectors) * VV - 5 * VV});
     }
-    im::Plan w = row_plan(VV, 1, 128, 5, 0);  // a warp per row
+    im::Plan w  = row_plan(VV, 1, 128, 5, 0);  // a warp per row
     w.lookahead = 1;
     forced.push_back({w, 32 * 5 * VV - 3 * VV});
   }
   {
-    im::Plan w = row_plan(VV, 1, 128, 5, 0);  // a warp per row
+    im::Plan w    = row_plan(VV, 1, 128, 5, 0);  // a warp per row
     w.row_threads = 32;
-    w.grid = 6;
+    w.grid        = 6;
     forced.push_back({w, 32 * 5 * VV - 3 * VV});
     im::Plan u = w;
-    u.vec = 1;
-    u.ks = 9;
+    u.vec      = 1;
+    u.ks       = 9;
     forced.push_back({u, 32 * 9 - 5});
   }
   forced.push_back({row_plan(1, 1, 256, 9, 0), 256 * 9 - 100});
@@ -421,21 +452,25 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     forced.push_back({row_plan(VV, 1, 128, 12, KB), 128 * (12 + KB) * VV - 3 * VV});
     forced.push_back({row_plan(VV, 1, 128, 5, KB), 128 * (5 + KB) * VV - 7 * VV});
     forced.push_back({row_plan(VV, 1, 128, 2, KB), 128 * 3 * VV + VV});
-    im::Plan l = row_plan(VV, 1, 128, 12, KB);
+    im::Plan l  = row_plan(VV, 1, 128, 12, KB);
     l.lookahead = 1;
     forced.push_back({l, 128 * (12 + KB) * VV - 5 * VV});
     // one row group per row (non-persistent grids): block, warp-row, register-extended block,
     // clusters of 2 and 16, register-extended cluster
-    auto np = [&](im::Plan p) { p.persistent = false; p.grid = 0; return p; };
+    auto np = [&](im::Plan p) {
+      p.persistent = false;
+      p.grid       = 0;
+      return p;
+    };
     forced.push_back({np(row_plan(VV, 1, 128, 16, 0)), 128 * 16 * VV - VV});
-    im::Plan w = np(row_plan(VV, 1, 128, 6, 0));
+    im::Plan w    = np(row_plan(VV, 1, 128, 6, 0));
     w.row_threads = 32;
     forced.push_back({w, 32 * 6 * VV - 3 * VV});
     forced.push_back({np(row_plan(VV, 1, 128, 12, KB)), 128 * 16 * VV - VV});
     if (di.clusters) {
       forced.push_back({np(row_plan(VV, 2, 256, 5, 0)), 2 * 256 * 5 * VV - 3 * VV});
       forced.push_back({np(row_plan(VV, 16, 256, 2, 0)), 16 * 256 * 2 * VV - 9 * VV});
-      im::Plan c = np(row_plan(VV, 4, 512, 2, im::kRowRegisterVectors));
+      im::Plan c  = np(row_plan(VV, 4, 512, 2, im::kRowRegisterVectors));
       c.lookahead = 1;
       forced.push_back({c, 4 * 512 * (2 + im::kRowRegisterVectors) * VV - 5 * VV});
     }
@@ -444,8 +479,8 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     // grid groups (rows joined through global memory): odd group sizes, partial and empty
     // blocks, all 32 lanes of the joining warp, registers, lookahead, scalar accesses
     constexpr int KR = im::kRowRegisterVectors;
-    auto gp = [&](int vec, int blocks, int threads, int ks, int kr) {
-      im::Plan p = row_plan(vec, blocks, threads, ks, kr);
+    auto gp          = [&](int vec, int blocks, int threads, int ks, int kr) {
+      im::Plan p  = row_plan(vec, blocks, threads, ks, kr);
       p.grid_join = true;
       return p;
     };
@@ -453,7 +488,7 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     forced.push_back({gp(VV, 5, 512, 1, KR), 5 * 512 * (1 + KR) * VV - 9 * VV});
     forced.push_back({gp(VV, 32, 256, 1, KR), 32 * 256 * (1 + KR) * VV - 3 * VV});
     forced.push_back({gp(VV, 32, 256, 1, KR), 256 * 3 * VV + VV});  // blocks 1..31 hold nothing
-    im::Plan l = gp(VV, 13, 256, 2, KR);
+    im::Plan l  = gp(VV, 13, 256, 2, KR);
     l.lookahead = 1;
     forced.push_back({l, 13 * 256 * (2 + KR) * VV - 7 * VV});
     forced.push_back({gp(1, 7, 256, 3, 0), 7 * 256 * 3 - 11});
@@ -463,46 +498,62 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     // blocks, scalar accesses, many steps per block
     auto sp = [&](int vec, int buffers, int lead, std::int64_t chunk, int grid) {
       im::Plan p;
-      p.regime = im::Regime::stream;
-      p.vec = vec; p.threads = im::kStreamThreads; p.buffers = buffers; p.lead = lead; p.chunk = chunk;
-      p.grid = grid;
+      p.regime  = im::Regime::stream;
+      p.vec     = vec;
+      p.threads = im::kStreamThreads;
+      p.buffers = buffers;
+      p.lead    = lead;
+      p.chunk   = chunk;
+      p.grid    = grid;
       return p;
     };
     const int S = im::kStreamThreads;
     forced.push_back({sp(VV, 4, 2, S * 2 * VV, 8), 8 * S * 2 * VV - 5 * VV});
     forced.push_back({sp(VV, 4, 2, S * 2 * VV, 8), S * VV + 3 * VV});
     forced.push_back({sp(VV, 5, 3, S * VV, 6), 2 * 6 * S * VV + VV});  // rows of 2 steps + 1 chunk
-    forced.push_back({sp(VV, 6, 4, S * 3 * VV, 3), 300 * VV});  // one chunk per row
+    forced.push_back({sp(VV, 6, 4, S * 3 * VV, 3), 300 * VV});         // one chunk per row
     forced.push_back({sp(VV, 6, 4, S * VV, 5), 3 * 5 * S * VV - 7 * VV});
     forced.push_back({sp(1, 4, 2, S * 3, 7), 7 * S * 3 - 13});
     forced.push_back({sp(1, 6, 4, S * 2, 4), 3 * 4 * S * 2 + 1});
     forced.push_back({sp(VV, 4, 2, S * 2 * VV, 9), 3 * S * 2 * VV - VV});  // whole rows per step: 3 of 3 chunks
   }
   {
-    im::Plan p; p.regime = im::Regime::split; p.vec = VV; p.chunk = 1024; p.group_rows = 3;
+    im::Plan p;
+    p.regime     = im::Regime::split;
+    p.vec        = VV;
+    p.chunk      = 1024;
+    p.group_rows = 3;
     forced.push_back({p, 5000 - 5000 % VV});
-    im::Plan q = p; q.chunk = 64; q.group_rows = 0;  // > 256 chunks: combine kernel
+    im::Plan q   = p;
+    q.chunk      = 64;
+    q.group_rows = 0;  // > 256 chunks: combine kernel
     forced.push_back({q, 20000});
-    im::Plan s = p; s.vec = 1; s.chunk = 1000;
+    im::Plan s = p;
+    s.vec      = 1;
+    s.chunk    = 1000;
     forced.push_back({s, 7777});
   }
   {
-    im::Plan w; w.regime = im::Regime::warp; w.vec = 1; w.group = 32; w.chunks = 4;
+    im::Plan w;
+    w.regime = im::Regime::warp;
+    w.vec    = 1;
+    w.group  = 32;
+    w.chunks = 4;
     forced.push_back({w, 100});
   }
   for (auto& fp : forced) {
     CaseSpec a;
-    a.cols = fp.second;
-    a.rows = sanitize ? 9 : small ? 21 : 103;
-    a.seed = ++seed;
-    a.wide = true;
+    a.cols   = fp.second;
+    a.rows   = sanitize ? 9 : small ? 21 : 103;
+    a.seed   = ++seed;
+    a.wide   = true;
     a.forced = &fp.first;
     if (fp.first.vec == 1) a.offset = 1;
     run_case<T>(a, stream);
     if (sanitize) continue;  // in place changes nothing the sanitizers look at
     CaseSpec b = a;
-    b.kind = Kind::in_place;
-    b.seed = ++seed;
+    b.kind     = Kind::in_place;
+    b.seed     = ++seed;
     run_case<T>(b, stream);
   }
 }
@@ -511,9 +562,12 @@ int main(int argc, char** argv) {
   Suite suite = Suite::full;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--small") suite = Suite::small;
-    else if (a == "--sanitize") suite = Suite::sanitize;
-    else if (a == "--max-cluster" && i + 1 < argc) g_max_cluster = std::atoi(argv[++i]);
+    if (a == "--small")
+      suite = Suite::small;
+    else if (a == "--sanitize")
+      suite = Suite::sanitize;
+    else if (a == "--max-cluster" && i + 1 < argc)
+      g_max_cluster = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -529,9 +583,8 @@ int main(int argc, char** argv) {
     return softfuse_test::kNoDevice;
   }
   const im::DeviceInfo& di = im::device_info(dev);
-  std::printf("device %d: %s, cc %d, %d SMs, L2 %d B, smem/block opt-in %d B, sm_%d code, clusters %s\n",
-              dev, prop.name, di.cc, di.sms, di.l2_bytes, di.smem_optin, di.binary_version,
-              di.clusters ? "yes" : "no");
+  std::printf("device %d: %s, cc %d, %d SMs, L2 %d B, smem/block opt-in %d B, sm_%d code, clusters %s\n", dev,
+              prop.name, di.cc, di.sms, di.l2_bytes, di.smem_optin, di.binary_version, di.clusters ? "yes" : "no");
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   check_suite<float>(di, stream, suite);
@@ -539,8 +592,11 @@ int main(int argc, char** argv) {
   if (di.cooperative) check_stream_slots(di, stream);
   // argument checks
   bool threw = false;
-  try { sc::softmax(static_cast<const float*>(nullptr), 3, static_cast<float*>(nullptr), 2, 4, 3, stream); }
-  catch (const std::invalid_argument&) { threw = true; }
+  try {
+    sc::softmax(static_cast<const float*>(nullptr), 3, static_cast<float*>(nullptr), 2, 4, 3, stream);
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
   std::printf("%-4s ldy < cols rejected\n", threw ? "ok" : "FAIL");
   if (!threw) ++g_failed;
   sc::softmax(static_cast<const float*>(nullptr), 0, static_cast<float*>(nullptr), 0, 0, 0, stream);

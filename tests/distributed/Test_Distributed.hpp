@@ -84,7 +84,7 @@ void expect_same_bits_on_every_rank(const std::vector<T>& v, bool has, const std
   std::vector<std::uint64_t> all(2 * world_size());
   MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
   std::uint64_t first = 0;
-  bool seen = false;
+  bool seen           = false;
   for (int r = 0; r < world_size(); ++r) {
     if (!all[2 * r + 1]) continue;
     if (!seen) first = all[2 * r];
@@ -127,7 +127,7 @@ std::vector<T> columns(const std::vector<T>& m, std::size_t rows, std::size_t co
 /// probes), a row of huge values.
 template <class T>
 std::vector<T> softmax_input(const Shards& s, std::size_t rows, std::uint64_t seed) {
-  std::vector<T> x = random_values<T>(rows * s.total, -5, 5, seed);
+  std::vector<T> x           = random_values<T>(rows * s.total, -5, 5, seed);
   const std::vector<T> probe = random_values<T>(rows * s.probe, -5, 5, seed + 1);
   for (std::size_t r = 0; r < s.count.size(); ++r)
     for (std::size_t i = 0; i < rows && s.count[r]; ++i)
@@ -136,7 +136,7 @@ std::vector<T> softmax_input(const Shards& s, std::size_t rows, std::uint64_t se
   const T inf = std::numeric_limits<T>::infinity();
   if (rows >= 5 && s.total > 0) {
     x[0 * s.total + s.total - 1] = std::numeric_limits<T>::quiet_NaN();
-    x[1 * s.total + s.probe] = inf;
+    x[1 * s.total + s.probe]     = inf;
     for (std::size_t j = 0; j < s.total; ++j) x[2 * s.total + j] = -inf;
     for (std::size_t r = 0; r < s.count.size(); r += 2)
       for (std::size_t j = s.offset[r] + s.probe; j < s.offset[r] + s.count[r]; ++j) x[3 * s.total + j] = -inf;
@@ -192,8 +192,8 @@ template <class T>
 void run_gelu(std::size_t batch, std::size_t in, std::size_t base, std::size_t step, softfuse::Gelu gelu,
               std::uint64_t seed) {
   const Shards s(world_size(), base, step, 2);
-  const std::size_t out = s.total;
-  const bool exact = gelu == softfuse::Gelu::exact;
+  const std::size_t out  = s.total;
+  const bool exact       = gelu == softfuse::Gelu::exact;
   const std::string what = std::string(sizeof(T) == 4 ? "float" : "double") + " linear_gelu_softmax " +
                            std::to_string(batch) + "x" + std::to_string(in) + "x" + std::to_string(out) +
                            (exact ? " exact" : " tanh");
@@ -257,27 +257,27 @@ void run_batchnorm(std::size_t base, std::size_t step, std::size_t in, std::size
                    softfuse::BatchNormMode mode, int steps, std::uint64_t seed) {
   const Shards s(world_size(), base, step, 0);
   const std::size_t batch = s.total;
-  const bool training = mode == softfuse::BatchNormMode::training;
-  const std::string what = std::string(sizeof(T) == 4 ? "float" : "double") + " linear_batchnorm_softmax " +
+  const bool training     = mode == softfuse::BatchNormMode::training;
+  const std::string what  = std::string(sizeof(T) == 4 ? "float" : "double") + " linear_batchnorm_softmax " +
                            std::to_string(batch) + "x" + std::to_string(in) + "x" + std::to_string(out) +
                            (training ? " training" : " inference") + (vector_scale ? " vector-scale" : "");
   const std::vector<T> w = random_values<T>(out * in, -0.5, 0.5, seed), b = random_values<T>(out, 50, 60, seed + 1);
   const std::vector<T> gamma = random_values<T>(out, 0.5, 1.5, seed + 2), beta = random_values<T>(out, -1, 1, seed + 3);
   const std::vector<T> mean0 = random_values<T>(out, -1, 1, seed + 4), var0 = random_values<T>(out, 0.5, 2, seed + 5);
   const std::vector<T> scale = random_values<T>(vector_scale ? out : 1, 0.5, 2, seed + 6);
-  using Vector = Kokkos::View<T*, memory_space>;
-  const auto wv = device_matrix(w, out, in, "w");
+  using Vector               = Kokkos::View<T*, memory_space>;
+  const auto wv              = device_matrix(w, out, in, "w");
   const auto bv = device_vector(b, "b"), sv = device_vector(scale, "scale");
   softfuse::BatchNorm<Vector> single{device_vector(gamma), device_vector(beta), device_vector(mean0),
                                      device_vector(var0)};
   softfuse::BatchNorm<Vector> mine{device_vector(gamma), device_vector(beta), device_vector(mean0),
                                    device_vector(var0)};
-  single.mode = mine.mode = mode;
+  single.mode = mine.mode      = mode;
   std::vector<double> ref_mean = to_double(mean0), ref_var = to_double(var0);
   std::vector<double> tol_mean(out, 0.0), tol_var(out, 0.0);
   TestExecSpace space;
   for (int k = 1; k <= steps; ++k) {
-    const std::string at = what + " step " + std::to_string(k);
+    const std::string at   = what + " step " + std::to_string(k);
     const std::vector<T> x = random_values<T>(batch * in, -1, 1, seed + 10 * k);
     const std::vector<T> x_mine(x.begin() + s.first() * in, x.begin() + (s.first() + s.mine()) * in);
     const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> y_mine("y shard", s.mine(), out);
@@ -298,7 +298,8 @@ void run_batchnorm(std::size_t base, std::size_t step, std::size_t in, std::size
     for (std::size_t i = 0; i < batch; ++i) {
       softfuse_test::reference_linear_row(&x[i * in], w.data(), b.data(), in, out, &z[i * out], peak.data());
       for (std::size_t j = 0; j < out; ++j)
-        e[i * out + j] = softfuse_test::logit_error(epsilon<T>(), in, peak[j], z[i * out + j], static_cast<double>(b[j]));
+        e[i * out + j] =
+            softfuse_test::logit_error(epsilon<T>(), in, peak[j], z[i * out + j], static_cast<double>(b[j]));
     }
     softfuse_test::FeatureStats stats{ref_mean, ref_var, std::vector<double>(out, 0.0)};
     if (training) stats = softfuse_test::reference_batch_stats(z, e, batch, out);
@@ -319,8 +320,10 @@ void run_batchnorm(std::size_t base, std::size_t step, std::size_t in, std::size
     expect_near(mean, host_values(single.running_mean), tolerance<T>(), at + " running_mean against single");
     expect_near(var, host_values(single.running_var), tolerance<T>(), at + " running_var against single");
     for (std::size_t j = 0; j < out; ++j) {
-      EXPECT_NEAR(mean[j], ref_mean[j], tol_mean[j] + 2 * epsilon<T>() * std::abs(ref_mean[j])) << at << " running_mean " << j;
-      EXPECT_NEAR(var[j], ref_var[j], tol_var[j] + 2 * epsilon<T>() * std::abs(ref_var[j])) << at << " running_var " << j;
+      EXPECT_NEAR(mean[j], ref_mean[j], tol_mean[j] + 2 * epsilon<T>() * std::abs(ref_mean[j]))
+          << at << " running_mean " << j;
+      EXPECT_NEAR(var[j], ref_var[j], tol_var[j] + 2 * epsilon<T>() * std::abs(ref_var[j]))
+          << at << " running_var " << j;
     }
     expect_same_bits_on_every_rank(mean, true, at + " running_mean");
     expect_same_bits_on_every_rank(var, true, at + " running_var");
@@ -349,16 +352,17 @@ std::string thrown(const F& f) {
 }
 
 TEST_F(TestCategory, distributed_bad_arguments) {
-  using V = Kokkos::View<float**, Kokkos::LayoutRight, memory_space>;
-  using Vector = Kokkos::View<float*, memory_space>;
+  using V          = Kokkos::View<float**, Kokkos::LayoutRight, memory_space>;
+  using Vector     = Kokkos::View<float*, memory_space>;
   const auto& comm = test_communicator();
   const int rank = world_rank(), size = world_size();
   TestExecSpace space;
 
   if (size > 1) {  // rows differ across ranks
     const V x("x", 4 + (rank == 0), 3);
-    EXPECT_NE(thrown([&] { softfuse::distributed::softmax(space, comm, x, x); })
-                  .find("softfuse::distributed::softmax: every rank must pass the same number of rows"),
+    EXPECT_NE(thrown([&] {
+                softfuse::distributed::softmax(space, comm, x, x);
+              }).find("softfuse::distributed::softmax: every rank must pass the same number of rows"),
               std::string::npos);
   }
   {  // y's extents wrong on rank 0 only
@@ -376,12 +380,14 @@ TEST_F(TestCategory, distributed_bad_arguments) {
     softfuse::BatchNorm<Vector> bn{Vector("g", 5), Vector("b", 5), Vector("m", 5), Vector("v", 5)};
     const std::string message =
         thrown([&] { softfuse::distributed::linear_batchnorm_softmax(space, comm, x, w, b, bn, scale, y); });
-    EXPECT_NE(message.find(size > 1 ? "softfuse::distributed::linear_batchnorm_softmax: every rank must pass the same in"
-                                    : "softfuse::distributed::linear_batchnorm_softmax: training mode needs more than one row"),
+    EXPECT_NE(message.find(
+                  size > 1 ? "softfuse::distributed::linear_batchnorm_softmax: every rank must pass the same in"
+                           : "softfuse::distributed::linear_batchnorm_softmax: training mode needs more than one row"),
               std::string::npos)
         << message;
-    EXPECT_NE(thrown([&] { softfuse::distributed::linear_gelu_softmax(space, comm, x, w, b, V("y", 1, 4)); })
-                  .find("softfuse::distributed::linear_gelu_softmax: "),
+    EXPECT_NE(thrown([&] {
+                softfuse::distributed::linear_gelu_softmax(space, comm, x, w, b, V("y", 1, 4));
+              }).find("softfuse::distributed::linear_gelu_softmax: "),
               std::string::npos);
   }
   // The ranks are still in step: a valid call works.

@@ -19,7 +19,7 @@ struct NcclStream<Kokkos::DefaultHostExecutionSpace> {
 
 template <class T>
 void instantiate(const softfuse::distributed::NcclCommunicator& comm) {
-  using Space = Kokkos::DefaultHostExecutionSpace;
+  using Space  = Kokkos::DefaultHostExecutionSpace;
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, Space::memory_space>;
   using Vector = Kokkos::View<T*, Space::memory_space>;
   const Space space;

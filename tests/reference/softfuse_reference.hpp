@@ -16,7 +16,7 @@ namespace softfuse_test {
 /// softmax of one row in double: NaN row when the row holds NaN or +inf or is all -inf.
 inline void reference_softmax_row(const double* x, double* y, std::size_t n) {
   if (n == 0) return;
-  double m = -std::numeric_limits<double>::infinity();
+  double m     = -std::numeric_limits<double>::infinity();
   bool nan_row = false;
   for (std::size_t j = 0; j < n; ++j) {
     if (std::isnan(x[j]) || x[j] == std::numeric_limits<double>::infinity()) nan_row = true;
@@ -37,7 +37,7 @@ inline void reference_softmax_row(const double* x, double* y, std::size_t n) {
 template <class T>
 std::string softmax_row_invariants(const T* y, std::size_t n, double sum_tol) {
   std::size_t nans = 0;
-  double sum = 0;
+  double sum       = 0;
   std::ostringstream bad;
   for (std::size_t j = 0; j < n; ++j) {
     const double v = static_cast<double>(y[j]);

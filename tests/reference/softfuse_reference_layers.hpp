@@ -35,7 +35,7 @@ void reference_linear_row(const T* x, const T* w, const T* b, std::size_t in, st
       s += static_cast<double>(x[k]) * static_cast<double>(w[j * in + k]);
       p = std::max(p, std::abs(s));
     }
-    z[j] = s + static_cast<double>(b[j]);
+    z[j]    = s + static_cast<double>(b[j]);
     peak[j] = p;
   }
 }
@@ -61,7 +61,7 @@ inline double logit_error(double eps, std::size_t in, double peak, double z, dou
 /// double's epsilon in all (it matters for long double rows only).
 inline void softmax_tolerance(const std::vector<double>& du, double eps, std::vector<double>& tol) {
   const double worst = du.empty() ? 0.0 : *std::max_element(du.begin(), du.end());
-  const double sums = static_cast<double>(du.size()) * std::numeric_limits<double>::epsilon();
+  const double sums  = static_cast<double>(du.size()) * std::numeric_limits<double>::epsilon();
   tol.resize(du.size());
   for (std::size_t j = 0; j < du.size(); ++j) tol[j] = std::expm1(du[j] + worst + 16 * eps + sums);
 }
@@ -89,8 +89,8 @@ struct FeatureStats {
 /// Batch statistics of z [batch, out] (two-pass, biased variance), err from the logit errors e [batch, out].
 /// The mean gets one correction pass (the mean of z - mean), so its own rounding stays at an ulp or so even
 /// where the mean is huge against the spread (a bias of 1e17 on logits of spread 1).
-inline FeatureStats reference_batch_stats(const std::vector<double>& z, const std::vector<double>& e,
-                                          std::size_t batch, std::size_t out) {
+inline FeatureStats reference_batch_stats(const std::vector<double>& z, const std::vector<double>& e, std::size_t batch,
+                                          std::size_t out) {
   FeatureStats s{std::vector<double>(out, 0.0), std::vector<double>(out, 0.0), std::vector<double>(out, 0.0)};
   const double n = static_cast<double>(batch);
   for (std::size_t i = 0; i < batch; ++i)
@@ -115,19 +115,19 @@ inline void reference_running_update(const FeatureStats& s, std::size_t batch, d
                                      std::vector<double>& tol_mean, std::vector<double>& tol_var) {
   const double n = static_cast<double>(batch);
   for (std::size_t j = 0; j < running_mean.size(); ++j) {
-    running_mean[j] = (1 - momentum) * running_mean[j] + momentum * s.mean[j];
-    running_var[j] = (1 - momentum) * running_var[j] + momentum * s.var[j] * n / (n - 1);
+    running_mean[j]   = (1 - momentum) * running_mean[j] + momentum * s.mean[j];
+    running_var[j]    = (1 - momentum) * running_var[j] + momentum * s.var[j] * n / (n - 1);
     const double dvar = 2 * std::sqrt(s.var[j]) * s.err[j] + s.err[j] * s.err[j] + 8 * eps * s.var[j];
-    tol_mean[j] = (1 - momentum) * tol_mean[j] + 2 * momentum * s.err[j] + 2 * eps * std::abs(running_mean[j]);
-    tol_var[j] = (1 - momentum) * tol_var[j] + 2 * momentum * dvar * n / (n - 1) + 2 * eps * running_var[j];
+    tol_mean[j]       = (1 - momentum) * tol_mean[j] + 2 * momentum * s.err[j] + 2 * eps * std::abs(running_mean[j]);
+    tol_var[j]        = (1 - momentum) * tol_var[j] + 2 * momentum * dvar * n / (n - 1) + 2 * eps * running_var[j];
   }
 }
 
 /// One row of BatchNorm -> scale -> softmax from its logits z, normalized by `s` (batch or running statistics).
 /// gamma, beta [out], scale [1] or [out] (scale_n elements); y [out] and its relative tolerance.
-inline void reference_batchnorm_softmax_row(const double* z, const double* e, const FeatureStats& s, const double* gamma,
-                                            const double* beta, const double* scale, std::size_t scale_n,
-                                            double bn_eps, std::size_t out, double eps, double* y,
+inline void reference_batchnorm_softmax_row(const double* z, const double* e, const FeatureStats& s,
+                                            const double* gamma, const double* beta, const double* scale,
+                                            std::size_t scale_n, double bn_eps, std::size_t out, double eps, double* y,
                                             std::vector<double>& tol) {
   std::vector<double> u(out), du(out);
   for (std::size_t j = 0; j < out; ++j) {

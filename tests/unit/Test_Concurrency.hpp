@@ -217,7 +217,7 @@ struct Job {
 
   /// Every output, and the running statistics.
   std::vector<std::vector<T>> results() const {
-    return {host_values(sy),   host_values(s_in_place),     host_values(y_gelu),
+    return {host_values(sy),   host_values(s_in_place),      host_values(y_gelu),
             host_values(y_bn), host_values(bn.running_mean), host_values(bn.running_var)};
   }
 };
@@ -253,7 +253,7 @@ inline void test_two_instances() {
   // Each job timed from the host, fence included (on GPUs that is when its stream is done).
   const auto job_a = [&](const auto& space) { begin_a = clock::now(), a(space), space.fence(), end_a = clock::now(); };
   const auto job_b = [&](const auto& space) { begin_b = clock::now(), b(space), space.fence(), end_b = clock::now(); };
-  const auto ms = [](clock::duration d) { return std::max(0.0, 1e3 * std::chrono::duration<double>(d).count()); };
+  const auto ms    = [](clock::duration d) { return std::max(0.0, 1e3 * std::chrono::duration<double>(d).count()); };
   const auto timed = [&](bool concurrent) {
     a.reset(), b.reset();
     start = clock::now();
@@ -261,17 +261,18 @@ inline void test_two_instances() {
     return ms(clock::now() - start);
   };
   const double sequential_ms = timed(false);
-  const auto ref_a = a.results();
-  const auto ref_b = b.results();
+  const auto ref_a           = a.results();
+  const auto ref_b           = b.results();
   EXPECT_EQ(count_value(ref_a, -777.0f) + count_value(ref_b, -777.0), 0u) << "outputs left unwritten";
   for (int round = 0; round < 3; ++round) {
     const double concurrent_ms = timed(true);
     EXPECT_EQ(differing_elements(a.results(), ref_a), 0u) << "instance 0 (float), round " << round;
     EXPECT_EQ(differing_elements(b.results(), ref_b), 0u) << "instance 1 (double), round " << round;
-    std::printf("    %s, two instances, round %d: one after the other %.1f ms, at the same time %.1f ms "
-                "(instance 0: %.1f to %.1f ms, instance 1: %.1f to %.1f ms)\n",
-                TestExecSpace::name(), round, sequential_ms, concurrent_ms, ms(begin_a - start), ms(end_a - start),
-                ms(begin_b - start), ms(end_b - start));
+    std::printf(
+        "    %s, two instances, round %d: one after the other %.1f ms, at the same time %.1f ms "
+        "(instance 0: %.1f to %.1f ms, instance 1: %.1f to %.1f ms)\n",
+        TestExecSpace::name(), round, sequential_ms, concurrent_ms, ms(begin_a - start), ms(end_a - start),
+        ms(begin_b - start), ms(end_b - start));
   }
 }
 

@@ -11,10 +11,10 @@ namespace Test {
 
 TEST_F(TestCategory, softmax_cross_check_host) {
   using Host = Kokkos::DefaultHostExecutionSpace;
-  for (std::size_t cols : {std::size_t(100), std::size_t(1024), std::size_t(8192), std::size_t(32768),
-                           std::size_t(393216)}) {
+  for (std::size_t cols :
+       {std::size_t(100), std::size_t(1024), std::size_t(8192), std::size_t(32768), std::size_t(393216)}) {
     const std::size_t rows = cols >= 32768 ? 16 : 300;
-    const auto v = random_values<float>(rows * cols, -10.0, 10.0, 77 + cols);
+    const auto v           = random_values<float>(rows * cols, -10.0, 10.0, 77 + cols);
     Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> hx("hx", rows, cols), hy("hy", rows, cols);
     for (std::size_t i = 0; i < rows; ++i)
       for (std::size_t j = 0; j < cols; ++j) hx(i, j) = v[i * cols + j];
@@ -24,12 +24,12 @@ TEST_F(TestCategory, softmax_cross_check_host) {
     softfuse::softmax(Host(), hx, hy);
     Host().fence();
     auto from_device = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dy);
-    double worst = 0;
+    double worst     = 0;
     for (std::size_t i = 0; i < rows; ++i)
       for (std::size_t j = 0; j < cols; ++j) {
         const double a = from_device(i, j), b = hy(i, j);
         const double scale = std::max(std::abs(b), 1e-30);
-        worst = std::max(worst, std::abs(a - b) / scale);
+        worst              = std::max(worst, std::abs(a - b) / scale);
       }
     EXPECT_LE(worst, 2e-5) << rows << "x" << cols << ": " << TestExecSpace::name() << " vs " << Host::name();
     std::printf("cross-check %zux%zu %s vs %s: max relative difference %.3g\n", rows, cols, TestExecSpace::name(),

@@ -24,8 +24,8 @@ inline void force_failed_call() {
   using M = Kokkos::View<float**, Kokkos::LayoutRight, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using V = Kokkos::View<float*, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   const std::size_t in = std::size_t(1) << 40;
-  const auto buffer = device_vector(std::vector<float>(64, 0.25f), "buffer");
-  float* p = buffer.data();
+  const auto buffer    = device_vector(std::vector<float>(64, 0.25f), "buffer");
+  float* p             = buffer.data();
   const M x(p, 2, in), w(p, 2, in), y(p, 2, 2);
   try {
     softfuse::linear_gelu_softmax(Kokkos::Cuda(), x, w, V(p, 2), y, softfuse::Gelu::exact,

@@ -29,7 +29,7 @@ TEST_F(TestCategory, error_model_allocation_failure_throws) {
   const std::size_t out = std::size_t(1) << 58, batch = 2, in = 1;
   const std::vector<float> fill(64, 0.25f);
   const auto buffer = device_vector(fill, "buffer");
-  float* p = buffer.data();
+  float* p          = buffer.data();
   const M x(p, batch, in), w(p, out, in), y(p, batch, out);
   const V vec(p, out), scale(p, 1);
   for (auto mode : {BatchNormMode::inference, BatchNormMode::training}) {
@@ -78,13 +78,12 @@ TEST_F(TestCategory, error_model_rejected_calls_touch_nothing) {
   });
   expect_rejected("gelu, y columns", [&] { softfuse::linear_gelu_softmax(space, x, w, b, M("y", 4, 6)); });
   expect_rejected("gelu, bias", [&] { softfuse::linear_gelu_softmax(space, x, w, V("b", 4), y); });
-  expect_rejected("batchnorm, batch of one in training", [&] {
-    softfuse::linear_batchnorm_softmax(space, M("x1", 1, 8), w, b, bn, s1, M("y1", 1, 5));
-  });
+  expect_rejected("batchnorm, batch of one in training",
+                  [&] { softfuse::linear_batchnorm_softmax(space, M("x1", 1, 8), w, b, bn, s1, M("y1", 1, 5)); });
   softfuse::BatchNorm<V> bad = bn;
-  bad.gamma = V("gamma", 4);
+  bad.gamma                  = V("gamma", 4);
   expect_rejected("batchnorm, gamma", [&] { softfuse::linear_batchnorm_softmax(space, x, w, b, bad, s1, y); });
-  bad = bn;
+  bad           = bn;
   bad.workspace = V("workspace", 14);
   expect_rejected("batchnorm, workspace", [&] { softfuse::linear_batchnorm_softmax(space, x, w, b, bad, s1, y); });
   expect_rejected("batchnorm, scale", [&] { softfuse::linear_batchnorm_softmax(space, x, w, b, bn, V("s", 3), y); });

@@ -24,11 +24,11 @@ void run_batchnorm(BatchNormCase<T> c, BatchNormMode mode, int steps, const std:
   const std::string what = std::string(sizeof(T) == 4 ? "float " : "double ") + what_ +
                            (mode == BatchNormMode::training ? " training" : " inference") +
                            (c.scale.size() == 1 ? " scalar-scale" : " vector-scale");
-  auto& lin = c.lin;
+  auto& lin             = c.lin;
   const std::size_t out = lin.out;
-  const auto w = device_matrix(lin.w, out, lin.in, "w");
-  const auto b = device_vector(lin.b, "b");
-  const auto scale = device_vector(c.scale, "scale");
+  const auto w          = device_matrix(lin.w, out, lin.in, "w");
+  const auto b          = device_vector(lin.b, "b");
+  const auto scale      = device_vector(c.scale, "scale");
   softfuse::BatchNorm<Kokkos::View<T*, memory_space>> bn{device_vector(c.gamma, "gamma"), device_vector(c.beta, "beta"),
                                                          device_vector(c.running_mean, "running_mean"),
                                                          device_vector(c.running_var, "running_var")};
@@ -55,7 +55,7 @@ void run_batchnorm(BatchNormCase<T> c, BatchNormMode mode, int steps, const std:
 template <class T>
 void run_batchnorm_shapes(BatchNormMode mode) {
   const std::size_t shapes[][3] = {{64, 256, 512}, {3, 37, 29}, {1000, 19, 21}, {2, 5, 3}, {1, 13, 7}, {6, 0, 4}};
-  std::uint64_t seed = 200;
+  std::uint64_t seed            = 200;
   for (const auto& s : shapes) {
     if (mode == BatchNormMode::training && s[0] < 2) continue;  // no batch variance: see bad_arguments
     const std::string shape = std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
@@ -80,8 +80,12 @@ TEST_F(TestCategory, linear_batchnorm_softmax_infinite_first_row_float) { run_in
 TEST_F(TestCategory, linear_batchnorm_softmax_infinite_first_row_double) { run_infinite_first_row<double>(); }
 
 TEST_F(TestCategory, linear_batchnorm_softmax_training_float) { run_batchnorm_shapes<float>(BatchNormMode::training); }
-TEST_F(TestCategory, linear_batchnorm_softmax_training_double) { run_batchnorm_shapes<double>(BatchNormMode::training); }
-TEST_F(TestCategory, linear_batchnorm_softmax_inference_float) { run_batchnorm_shapes<float>(BatchNormMode::inference); }
+TEST_F(TestCategory, linear_batchnorm_softmax_training_double) {
+  run_batchnorm_shapes<double>(BatchNormMode::training);
+}
+TEST_F(TestCategory, linear_batchnorm_softmax_inference_float) {
+  run_batchnorm_shapes<float>(BatchNormMode::inference);
+}
 TEST_F(TestCategory, linear_batchnorm_softmax_inference_double) {
   run_batchnorm_shapes<double>(BatchNormMode::inference);
 }
@@ -165,13 +169,13 @@ TEST_F(TestCategory, linear_batchnorm_softmax_bad_arguments_throw) {
   expect_invalid_argument(call(bn, s1, M("x0", 0, 8), M("y0", 0, 5)), {f, "training", "0 x 8"}, "batch 0");
   for (int k = 0; k < 4; ++k) {
     softfuse::BatchNorm<V> p = bn;
-    const char* names[] = {"bn.gamma is 3", "bn.beta is 3", "bn.running_mean is 3", "bn.running_var is 3"};
+    const char* names[]      = {"bn.gamma is 3", "bn.beta is 3", "bn.running_mean is 3", "bn.running_var is 3"};
     (k == 0 ? p.gamma : k == 1 ? p.beta : k == 2 ? p.running_mean : p.running_var) = v3;
     expect_invalid_argument(call(p, s1, x, y), {f, names[k], "weight is 5 x 8"}, names[k]);
   }
   expect_invalid_argument(call(bn, v3, x, y), {f, "scale is 3", "5 x 8"}, "scale length");
   softfuse::BatchNorm<V> small_workspace = bn;
-  small_workspace.workspace = V("workspace", 14);
+  small_workspace.workspace              = V("workspace", 14);
   expect_invalid_argument(call(small_workspace, s1, x, y), {f, "bn.workspace is 14", "5 x 8"}, "workspace size");
   expect_invalid_argument(call(bn, s1, x, M("y", 4, 6)), {f, "5 x 8", "4 x 6"}, "y columns");
   expect_invalid_argument(call(bn, s1, M("x", 4, 7), y), {f, "4 x 7", "5 x 8"}, "x columns");
@@ -188,7 +192,7 @@ TEST_F(TestCategory, linear_batchnorm_softmax_bad_arguments_throw) {
       {f, "specialized"}, "specialized");
   // Batch 1 is fine in inference mode.
   softfuse::BatchNorm<V> inference = bn;
-  inference.mode = BatchNormMode::inference;
+  inference.mode                   = BatchNormMode::inference;
   softfuse::linear_batchnorm_softmax(TestExecSpace(), M("x1", 1, 8), w, b, inference, s1, M("y1", 1, 5));
 }
 

@@ -34,9 +34,9 @@ std::vector<T> run_gelu(const Linear<T>& lin, softfuse::Gelu gelu, const std::st
 
 template <class T>
 void run_gelu_shapes() {
-  const std::size_t shapes[][3] = {{64, 256, 512}, {3, 37, 29}, {1, 13, 7},  {1000, 19, 21},
+  const std::size_t shapes[][3] = {{64, 256, 512}, {3, 37, 29}, {1, 13, 7},   {1000, 19, 21},
                                    {5, 1, 3},      {2, 300, 1}, {7, 1031, 9}, {4, 0, 5}};
-  std::uint64_t seed = 100;
+  std::uint64_t seed            = 100;
   for (const auto& s : shapes)
     for (auto gelu : {softfuse::Gelu::exact, softfuse::Gelu::tanh}) {
       const std::string what = std::string(sizeof(T) == 4 ? "float " : "double ") + std::to_string(s[0]) + "x" +
@@ -54,9 +54,9 @@ TEST_F(TestCategory, linear_gelu_softmax_double) { run_gelu_shapes<double>(); }
 // the tolerance, while each matches its own reference.
 TEST_F(TestCategory, linear_gelu_softmax_exact_differs_from_tanh) {
   const Linear<float> lin(32, 128, 256, 5, {-1, 1}, 6 / std::sqrt(128.0));
-  const auto exact = run_gelu<float>(lin, softfuse::Gelu::exact, "exact");
+  const auto exact  = run_gelu<float>(lin, softfuse::Gelu::exact, "exact");
   const auto approx = run_gelu<float>(lin, softfuse::Gelu::tanh, "tanh");
-  double max_rel = 0;
+  double max_rel    = 0;
   for (std::size_t k = 0; k < exact.size(); ++k)
     max_rel = std::max(max_rel, std::abs(double(exact[k]) - approx[k]) / std::abs(double(exact[k])));
   std::printf("    exact vs tanh GELU: max relative difference %.2e\n", max_rel);
@@ -103,8 +103,9 @@ TEST_F(TestCategory, linear_gelu_softmax_bad_arguments_throw) {
   using DM = Kokkos::View<double**, memory_space>;
   expect_invalid_argument(
       [&] {
-        softfuse::linear_gelu_softmax(TestExecSpace(), DM("x", 4, 8), DM("w", 5, 8), Kokkos::View<double*, memory_space>("b", 5),
-                                      DM("y", 4, 5), softfuse::Gelu::exact, softfuse::Implementation::specialized);
+        softfuse::linear_gelu_softmax(TestExecSpace(), DM("x", 4, 8), DM("w", 5, 8),
+                                      Kokkos::View<double*, memory_space>("b", 5), DM("y", 4, 5), softfuse::Gelu::exact,
+                                      softfuse::Implementation::specialized);
       },
       {f, "specialized"}, "specialized");
 }

@@ -114,18 +114,19 @@ struct Linear {
       softfuse_test::reference_linear_row(x.data() + i * in, w.data(), b.data(), in, out, z.data() + i * out,
                                           peak.data());
       for (std::size_t j = 0; j < out; ++j)
-        e[i * out + j] = bias_rounded ? softfuse_test::logit_error(epsilon<T>(), in, peak[j], z[i * out + j], b[j])
-                                      : softfuse_test::logit_error(epsilon<T>(), in, peak[j], z[i * out + j] - b[j], 0) +
-                                            // the double reference's own rounding of z + b
-                                            softfuse_test::logit_error(epsilon<double>(), 0, 0, z[i * out + j], b[j]);
+        e[i * out + j] = bias_rounded
+                             ? softfuse_test::logit_error(epsilon<T>(), in, peak[j], z[i * out + j], b[j])
+                             : softfuse_test::logit_error(epsilon<T>(), in, peak[j], z[i * out + j] - b[j], 0) +
+                                   // the double reference's own rounding of z + b
+                                   softfuse_test::logit_error(epsilon<double>(), 0, 0, z[i * out + j], b[j]);
     }
   }
 };
 
 struct ErrorSummary {
-  double max_rel = 0;    // largest relative error found
+  double max_rel   = 0;  // largest relative error found
   double max_ratio = 0;  // largest error / tolerance
-  std::size_t bad = 0;
+  std::size_t bad  = 0;
 };
 
 /// Compares y with the reference ref, element by element, within the relative tolerance tol; where the
@@ -194,16 +195,13 @@ struct BatchNormReference {
   std::vector<double> rm, rv, tol_rm, tol_rv;
 
   explicit BatchNormReference(const BatchNormCase<T>& c)
-      : rm(to_double(c.running_mean)),
-        rv(to_double(c.running_var)),
-        tol_rm(c.lin.out, 0.0),
-        tol_rv(c.lin.out, 0.0) {}
+      : rm(to_double(c.running_mean)), rv(to_double(c.running_var)), tol_rm(c.lin.out, 0.0), tol_rv(c.lin.out, 0.0) {}
 
   /// y's reference and tolerances (row-major batch x out) for a step on c.lin.x; updates the running
   /// statistics in training mode.
   void step(const BatchNormCase<T>& c, BatchNormMode mode, double bn_eps, double momentum, std::vector<double>& ref,
             std::vector<double>& tol) {
-    const Linear<T>& lin = c.lin;
+    const Linear<T>& lin  = c.lin;
     const std::size_t out = lin.out;
     std::vector<double> z, e;
     lin.reference(z, e, mode == BatchNormMode::inference);

@@ -4,8 +4,8 @@
 // Where a backend specialization runs the mode (CUDA, float), the result is checked against the double
 // reference with the error model of the mode: the fp32 bounds of the layer tests scaled by the mode's unit
 // roundoff over fp32's (tf32: inputs rounded to 2^-11, factor 2^13; tf32x3: the dropped low x low product and
-// the low parts' rounding, ~2^-21, factor 8: mode_factor). Elsewhere the mode does not apply: the result must be the fp32
-// one, bit for bit.
+// the low parts' rounding, ~2^-21, factor 8: mode_factor). Elsewhere the mode does not apply: the result must be the
+// fp32 one, bit for bit.
 
 #include <softfuse_linear_batchnorm_softmax.hpp>
 #include <softfuse_linear_gelu_softmax.hpp>
@@ -15,15 +15,13 @@
 
 namespace TestLinearLayers {
 
-inline bool mode_applies() {
-  return softfuse::Impl::LinearSpecialization<TestExecSpace>::exists;
-}
+inline bool mode_applies() { return softfuse::Impl::LinearSpecialization<TestExecSpace>::exists; }
 
 // Runs GELU and BatchNorm (training, then inference on the updated statistics) on lin in every mode, with the
 // weight split per call and prepared (Tf32x3Weight); checks each against the reference and, where no
 // specialization runs the modes, against the fp32 result.
 inline void run_precision_modes(const Linear<float>& lin, const std::string& shape) {
-  using V = Kokkos::View<float*, memory_space>;
+  using V      = Kokkos::View<float*, memory_space>;
   const auto x = device_matrix(lin.x, lin.batch, lin.in, "x");
   const auto w = device_matrix(lin.w, lin.out, lin.in, "w");
   const auto b = device_vector(lin.b, "b");
@@ -67,7 +65,7 @@ inline void run_precision_modes(const Linear<float>& lin, const std::string& sha
         space.fence();
         reference.step(c, bn_mode, bn.eps, bn.momentum, ref, tol);
         for (auto& t : tol) t *= mode_factor(mode);
-        const auto bn_out = host_values(y);
+        const auto bn_out    = host_values(y);
         const std::string at = what + (bn_mode == BatchNormMode::training ? " bn training" : " bn inference");
         expect_close(bn_out, ref, tol, lin.out, at);
         if (bn_mode == BatchNormMode::training && mode == softfuse::Precision::fp32) bn_fp32 = bn_out;

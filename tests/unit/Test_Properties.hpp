@@ -73,19 +73,19 @@ inline double budget_seconds() {
 template <class F>
 void run_properties(const char* name, F&& one_case) {
   const std::uint64_t seed0 = first_seed();
-  const double budget = budget_seconds();
-  const auto start = std::chrono::steady_clock::now();
+  const double budget       = budget_seconds();
+  const auto start          = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   std::uint64_t seed = seed0;
-  int cases = 0;
-  double slowest = 0;
+  int cases          = 0;
+  double slowest     = 0;
   std::string slowest_case;
   for (; cases < kMinCases || elapsed() < budget; ++cases, seed = splitmix64(seed)) {
     std::string description;
     const double case_start = elapsed();
     {
-      SCOPED_TRACE(std::string(name) + " case " + std::to_string(cases) + ": SOFTFUSE_TEST_SEED=" +
-                   std::to_string(seed) + " runs it first");
+      SCOPED_TRACE(std::string(name) + " case " + std::to_string(cases) +
+                   ": SOFTFUSE_TEST_SEED=" + std::to_string(seed) + " runs it first");
       Rng rng(seed);
       one_case(rng, description);
     }
@@ -96,7 +96,8 @@ void run_properties(const char* name, F&& one_case) {
       break;
     }
   }
-  std::printf("    %s: %d cases in %.2f s (SOFTFUSE_TEST_SEED=%" PRIu64 ", SOFTFUSE_TEST_BUDGET=%g) on %s; slowest %.3f s: %s\n",
+  std::printf("    %s: %d cases in %.2f s (SOFTFUSE_TEST_SEED=%" PRIu64
+              ", SOFTFUSE_TEST_BUDGET=%g) on %s; slowest %.3f s: %s\n",
               name, cases, elapsed(), seed0, budget, TestExecSpace::name(), slowest, slowest_case.c_str());
 }
 
@@ -107,10 +108,10 @@ inline double log_uniform(Rng& g, double lo_exp, double hi_exp) { return std::po
 
 /// An extent up to max: 1, a prime (many next to powers of two), or anything.
 inline std::size_t pick_extent(Rng& g, std::size_t max) {
-  static const std::size_t primes[] = {2,    3,    5,    7,    13,   31,    37,    61,    67,     97,     127,
-                                       131,  251,  257,  509,  521,  1021,  1031,  2039,  2053,   4093,   4099,
+  static const std::size_t primes[] = {2,    3,    5,     7,     13,    31,    37,     61,     67,     97,    127,
+                                       131,  251,  257,   509,   521,   1021,  1031,   2039,   2053,   4093,  4099,
                                        8191, 8209, 16381, 32771, 65521, 65537, 131071, 262147, 393209, 524287};
-  const double p = uniform(g, 0, 1);
+  const double p                    = uniform(g, 0, 1);
   if (p < 0.15 || max <= 1) return 1;
   if (p < 0.6) {
     std::size_t n = 0;
@@ -153,11 +154,11 @@ void add_specials(Rng& g, std::vector<T>& v, std::size_t rows, std::size_t cols,
   if (cols == 0) return;
   const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
   const double per_row = uniform(g, 0.05, 0.5);
-  std::size_t count = 0;
+  std::size_t count    = 0;
   for (std::size_t i = 0; i < rows; ++i) {
     if (!coin(g, per_row)) continue;
     ++count;
-    T* row = v.data() + i * cols;
+    T* row              = v.data() + i * cols;
     const std::size_t j = below(g, cols);
     switch (below(g, softmax ? 8 : 4)) {
       case 0: row[j] = nan; break;
@@ -208,8 +209,8 @@ template <class T, class Layout>
 void softmax_case(Rng& g, std::size_t rows, std::size_t cols, std::string& what) {
   what += std::string(" ") + layout_name<Layout>();
   const Strides strides = pick_strides<Layout>(g, rows, cols, what);
-  const bool in_place = coin(g);
-  const auto impl = coin(g) ? softfuse::Implementation::automatic : softfuse::Implementation::portable;
+  const bool in_place   = coin(g);
+  const auto impl       = coin(g) ? softfuse::Implementation::automatic : softfuse::Implementation::portable;
   what += std::string(in_place ? " in place" : "") +
           (impl == softfuse::Implementation::automatic ? " automatic" : " portable");
   const auto values = random_inputs<T>(g, rows, cols, what);
@@ -257,10 +258,10 @@ template <class T>
 Linear<T> random_linear(Rng& g, std::size_t min_batch, double max_exp, std::string& what,
                         std::pair<std::size_t, std::size_t> shape = {0, 0}) {
   std::size_t batch = std::max(min_batch, pick_extent(g, 300)), in = coin(g, 0.03) ? 0 : pick_extent(g, 400),
-              out = pick_extent(g, 400);
+              out      = pick_extent(g, 400);
   const bool long_rows = !shape.first && coin(g, 0.08);
   if (long_rows) {  // rows beyond team scratch and one block's shared memory
-    out = 65536 + below(g, 200000);
+    out   = 65536 + below(g, 200000);
     batch = std::max<std::size_t>(min_batch, 1 + below(g, 6)), in = 1 + below(g, 3);
   }
   if (shape.first) batch = std::max(min_batch, shape.first), out = shape.second, in = 1 + below(g, 8);
@@ -272,10 +273,10 @@ Linear<T> random_linear(Rng& g, std::size_t min_batch, double max_exp, std::stri
     else
       out = std::max<std::size_t>(1, out / 2);
   }
-  const double logits = coin(g, 0.4) ? log_uniform(g, -30, max_exp) : uniform(g, 1, 20);
+  const double logits  = coin(g, 0.4) ? log_uniform(g, -30, max_exp) : uniform(g, 1, 20);
   const double x_scale = std::sqrt(logits) * log_uniform(g, -3, 3);
   const double w_bound = logits / x_scale / std::sqrt(static_cast<double>(std::max<std::size_t>(in, 1)));
-  const double bias = logits * log_uniform(g, -3, 3);
+  const double bias    = logits * log_uniform(g, -3, 3);
   const TestLinearLayers::Range x_range =
       coin(g) ? TestLinearLayers::Range{0, x_scale} : TestLinearLayers::Range{-x_scale, x_scale};
   Linear<T> lin(batch, in, out, g(), x_range, w_bound, {-bias, bias});
@@ -306,7 +307,7 @@ struct LayerViews {
   /// y's values (row-major); checks that nothing else changed: x, weight, and y outside the matrix.
   std::vector<T> result(const std::string& what) const {
     const auto y_image = y.download();
-    const auto out = y.values(y_image);
+    const auto out     = y.values(y_image);
     EXPECT_EQ(Test::count_changed(y_image, y.image(out, sentinel)), 0u) << what << ": y changed outside the matrix";
     EXPECT_EQ(Test::count_changed(x.download(), x_image), 0u) << what << ": x changed";
     EXPECT_EQ(Test::count_changed(w.download(), w_image), 0u) << what << ": weight changed";
@@ -321,7 +322,8 @@ void expect_layer_output(const std::vector<T>& y, const std::vector<double>& ref
   TestLinearLayers::expect_close(y, ref, tol, cols, what, false);
   std::size_t broken_rows = 0;
   for (std::size_t i = 0; i < rows; ++i) {
-    const std::string broken = softfuse_test::softmax_row_invariants(y.data() + i * cols, cols, Test::Tolerance<T>::sum);
+    const std::string broken =
+        softfuse_test::softmax_row_invariants(y.data() + i * cols, cols, Test::Tolerance<T>::sum);
     if (!broken.empty() && broken_rows++ < 5) ADD_FAILURE() << what << ": row " << i << ": " << broken;
   }
 }
@@ -338,7 +340,7 @@ struct GeluLayer {
   template <class T, class Layout>
   static void run(Rng& g, std::string& what, Shape shape = {0, 0}) {
     const Linear<T> lin = random_linear<T>(g, 0, 30, what, shape);
-    const auto gelu = coin(g) ? softfuse::Gelu::exact : softfuse::Gelu::tanh;
+    const auto gelu     = coin(g) ? softfuse::Gelu::exact : softfuse::Gelu::tanh;
     what += std::string(gelu == softfuse::Gelu::exact ? ", exact " : ", tanh ") + layout_name<Layout>();
     const auto impl = pick_implementation(g, what);
     const LayerViews<T, Layout> v(g, lin, what);
@@ -357,7 +359,7 @@ struct BatchNormLayer {
   template <class T, class Layout>
   static void run(Rng& g, std::string& what, Shape shape = {0, 0}) {
     const bool training = coin(g);
-    const auto mode = training ? BatchNormMode::training : BatchNormMode::inference;
+    const auto mode     = training ? BatchNormMode::training : BatchNormMode::inference;
     // float logits up to 1e17: the running variance (their square) must stay within float's range.
     BatchNormCase<T> c(random_linear<T>(g, training ? 2 : 0, sizeof(T) == 4 ? 17 : 30, what, shape), coin(g), g());
     const Linear<T>& lin = c.lin;
@@ -374,8 +376,8 @@ struct BatchNormLayer {
                                    device_vector(c.running_var), mode};
     if (workspace) bn.workspace = Vector("workspace", 3 * lin.out + below(g, 5));
     TestExecSpace space;
-    softfuse::linear_batchnorm_softmax(space, v.x.view(), v.w.view(), device_vector(lin.b), bn,
-                                       device_vector(c.scale), v.y.view(), impl);
+    softfuse::linear_batchnorm_softmax(space, v.x.view(), v.w.view(), device_vector(lin.b), bn, device_vector(c.scale),
+                                       v.y.view(), impl);
     space.fence();
     BatchNormReference<T> reference(c);
     std::vector<double> ref, tol;
@@ -401,7 +403,7 @@ struct BatchNormLayer {
       for (std::size_t i = 0; i < batch; ++i)
         if (std::isfinite(z[i * out + j])) sq += (z[i * out + j] - mean) * (z[i * out + j] - mean);
       c.running_mean[j] = static_cast<T>(mean);
-      c.running_var[j] = static_cast<T>(sq / n * uniform(g, 0.5, 2));
+      c.running_var[j]  = static_cast<T>(sq / n * uniform(g, 0.5, 2));
     }
   }
 };
@@ -438,7 +440,7 @@ std::vector<std::size_t> switch_points(std::size_t lo, std::size_t hi, const Key
     if (key(a) != key(b)) {
       std::size_t l = a, h = b;  // key(l) == key(a) != key(h)
       while (h - l > 1) {
-        const std::size_t m = l + (h - l) / 2;
+        const std::size_t m        = l + (h - l) / 2;
         (key(m) == key(a) ? l : h) = m;
       }
       points.push_back(h);
@@ -457,25 +459,29 @@ Shape regime_shape(Rng& g, bool cache, std::size_t max_elements, std::string& wh
   using namespace softfuse::Impl;
   const TestExecSpace space;
   const auto bytes = [](std::int64_t n) { return row_cache_t<TestExecSpace, T>::shmem_size(n); };
-  const auto plan = [&](std::size_t rows, std::size_t cols) { return plan_rows(space, rows, cols, sizeof(T), cache, bytes); };
-  const auto key = [](const RowPlan& p) { return std::make_tuple(int(p.regime), p.vector_length, p.team_size, p.cached); };
+  const auto plan  = [&](std::size_t rows, std::size_t cols) {
+    return plan_rows(space, rows, cols, sizeof(T), cache, bytes);
+  };
+  const auto key = [](const RowPlan& p) {
+    return std::make_tuple(int(p.regime), p.vector_length, p.team_size, p.cached);
+  };
   std::vector<std::size_t> row_choices = {1, 2, 31, 33};
-  const std::size_t probe_cols = coin(g) ? 64 : 4096;
+  const std::size_t probe_cols         = coin(g) ? 64 : 4096;
   for (std::size_t r : switch_points(1, 1 << 16, [&](std::size_t n) { return key(plan(n, probe_cols)); }))
     for (std::size_t d : {r - 1, r, r + 1}) row_choices.push_back(d);
   const std::size_t rows = row_choices[below(g, row_choices.size())];
-  auto cols_choices = switch_points(1, std::max<std::size_t>(2, max_elements / rows),
-                                    [&](std::size_t n) { return key(plan(rows, n)); });
+  auto cols_choices      = switch_points(1, std::max<std::size_t>(2, max_elements / rows),
+                                         [&](std::size_t n) { return key(plan(rows, n)); });
   std::size_t cols;
   if (cols_choices.empty() || coin(g, 0.25)) {  // the last chunk of a split row holds one element
-    cols = std::max<std::size_t>(1, max_elements / rows / (1 + below(g, 8)));
+    cols            = std::max<std::size_t>(1, max_elements / rows / (1 + below(g, 8)));
     const RowPlan p = plan(rows, cols);
     if (p.regime == RowRegime::split && p.chunks > 1) cols = static_cast<std::size_t>(p.chunk * (p.chunks - 1) + 1);
   } else {
     cols = cols_choices[below(g, cols_choices.size())] + below(g, 3) - 1;
   }
-  cols = std::max<std::size_t>(1, std::min(cols, max_elements / rows));
-  const RowPlan p = plan(rows, cols);
+  cols                  = std::max<std::size_t>(1, std::min(cols, max_elements / rows));
+  const RowPlan p       = plan(rows, cols);
   const char* regimes[] = {"packed", "team", "split"};
   char buf[160];
   std::snprintf(buf, sizeof buf, " [%s regime, team %d, lanes %d%s, %lld chunks]", regimes[int(p.regime)], p.team_size,
@@ -490,14 +496,21 @@ TEST_F(TestCategory, properties_softmax_regimes) {
     std::string regime;
     const Shape s = single ? regime_shape<float>(g, softfuse::Impl::row_cache_pays<TestExecSpace>(), 1 << 21, regime)
                            : regime_shape<double>(g, softfuse::Impl::row_cache_pays<TestExecSpace>(), 1 << 21, regime);
-    what = std::string(single ? "float " : "double ") + std::to_string(s.first) + "x" + std::to_string(s.second) + regime;
+    what =
+        std::string(single ? "float " : "double ") + std::to_string(s.first) + "x" + std::to_string(s.second) + regime;
     switch (below(g, 3)) {
-      case 0: single ? softmax_case<float, Kokkos::LayoutRight>(g, s.first, s.second, what)
-                     : softmax_case<double, Kokkos::LayoutRight>(g, s.first, s.second, what); break;
-      case 1: single ? softmax_case<float, Kokkos::LayoutLeft>(g, s.first, s.second, what)
-                     : softmax_case<double, Kokkos::LayoutLeft>(g, s.first, s.second, what); break;
-      default: single ? softmax_case<float, Kokkos::LayoutStride>(g, s.first, s.second, what)
-                      : softmax_case<double, Kokkos::LayoutStride>(g, s.first, s.second, what); break;
+      case 0:
+        single ? softmax_case<float, Kokkos::LayoutRight>(g, s.first, s.second, what)
+               : softmax_case<double, Kokkos::LayoutRight>(g, s.first, s.second, what);
+        break;
+      case 1:
+        single ? softmax_case<float, Kokkos::LayoutLeft>(g, s.first, s.second, what)
+               : softmax_case<double, Kokkos::LayoutLeft>(g, s.first, s.second, what);
+        break;
+      default:
+        single ? softmax_case<float, Kokkos::LayoutStride>(g, s.first, s.second, what)
+               : softmax_case<double, Kokkos::LayoutStride>(g, s.first, s.second, what);
+        break;
     }
   });
 }
@@ -507,7 +520,8 @@ TEST_F(TestCategory, properties_softmax_regimes) {
 TEST_F(TestCategory, properties_layer_regimes) {
   run_properties("properties_layer_regimes", [](Rng& g, std::string& what) {
     std::string regime;
-    const Shape s = coin(g) ? regime_shape<float>(g, true, 1 << 19, regime) : regime_shape<double>(g, true, 1 << 19, regime);
+    const Shape s =
+        coin(g) ? regime_shape<float>(g, true, 1 << 19, regime) : regime_shape<double>(g, true, 1 << 19, regime);
     if (coin(g))
       layer_case<GeluLayer>(g, what, s);
     else

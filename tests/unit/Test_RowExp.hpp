@@ -24,14 +24,26 @@ struct RowExpKernel {
 /// Arguments: both sides of every threshold of the documented semantics, and a sweep of [-750, 710].
 template <class T>
 std::vector<T> arguments() {
-  const T inf = std::numeric_limits<T>::infinity();
-  std::vector<T> x = {0, T(-0.0), 1, -1, T(0.5), T(-0.5), T(1e-30), T(-1e-30), inf, -inf,
-                      std::numeric_limits<T>::quiet_NaN(), -std::numeric_limits<T>::quiet_NaN(),
-                      std::numeric_limits<T>::max(), std::numeric_limits<T>::lowest(), std::numeric_limits<T>::denorm_min()};
+  const T inf      = std::numeric_limits<T>::infinity();
+  std::vector<T> x = {0,
+                      T(-0.0),
+                      1,
+                      -1,
+                      T(0.5),
+                      T(-0.5),
+                      T(1e-30),
+                      T(-1e-30),
+                      inf,
+                      -inf,
+                      std::numeric_limits<T>::quiet_NaN(),
+                      -std::numeric_limits<T>::quiet_NaN(),
+                      std::numeric_limits<T>::max(),
+                      std::numeric_limits<T>::lowest(),
+                      std::numeric_limits<T>::denorm_min()};
   // float: flush below -87, inf above 88; double: flush below -708, inf above 709; denormal results below
   // log(smallest normal) = -87.3 / -708.4; overflow at 88.7 / 709.8.
-  for (double edge : {-87.0, -87.33654, -88.0, -103.0, -104.0, 88.0, 88.72283, 89.0, -708.0, -708.39642, -709.0,
-                      -744.0, -745.2, -746.0, 709.0, 709.78271, 710.0, -1e3, -1e30})
+  for (double edge : {-87.0, -87.33654, -88.0, -103.0, -104.0, 88.0, 88.72283, 89.0, -708.0, -708.39642, -709.0, -744.0,
+                      -745.2, -746.0, 709.0, 709.78271, 710.0, -1e3, -1e30})
     for (double d : {-1e-6, 0.0, 1e-6}) x.push_back(static_cast<T>(edge + d * std::abs(edge)));
   for (int k = 0; k <= 14600; ++k) x.push_back(static_cast<T>(-750.0 + 0.1 * k + 0.013 * (k % 7)));
   return x;
@@ -41,16 +53,17 @@ template <class T>
 void test_row_exp(double rel) {
   const std::vector<T> x = arguments<T>();
   Kokkos::View<T*, typename TestExecSpace::memory_space> xd("x", x.size()), yd("y", x.size());
-  Kokkos::deep_copy(xd, Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(x.data(), x.size()));
+  Kokkos::deep_copy(
+      xd, Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(x.data(), x.size()));
   Kokkos::parallel_for("row_exp", Kokkos::RangePolicy<TestExecSpace>(0, x.size()), RowExpKernel<T>{xd, yd});
-  const auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), yd);
+  const auto y                 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), yd);
   const double smallest_normal = std::numeric_limits<T>::min(), largest = std::numeric_limits<T>::max();
   int failures = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double ref = std::exp(static_cast<double>(x[i])), out = y(i);
     const double xi = static_cast<double>(x[i]), flush_below = sizeof(T) == 4 ? -87.0 : -708.0,
                  inf_above = sizeof(T) == 4 ? 88.0 : 709.0;
-    const bool accurate = std::abs(out - ref) <= rel * ref + 2.0 * std::numeric_limits<T>::denorm_min();
+    const bool accurate    = std::abs(out - ref) <= rel * ref + 2.0 * std::numeric_limits<T>::denorm_min();
     bool ok;
     if (std::isnan(ref))
       ok = std::isnan(out);

@@ -7,11 +7,10 @@ namespace Test {
 
 template <class T, class Layout>
 void run_shapes_and_ranges() {
-  const std::size_t shapes[][2] = {{1, 1},   {1, 2},    {3, 7},    {17, 31},  {32, 32}, {5, 33},
-                                   {9, 1000}, {4, 1023}, {4, 1024}, {3, 1025}, {1000, 3}, {2, 8191},
-                                   {2, 12289}, {2, 65537}};
-  const double ranges[][2] = {{0.0, 1.0}, {-10.0, 10.0}, {-1000.0, 1000.0}, {-1e30, 1e30}};
-  std::uint64_t seed = 1;
+  const std::size_t shapes[][2] = {{1, 1},    {1, 2},    {3, 7},    {17, 31},  {32, 32},  {5, 33},    {9, 1000},
+                                   {4, 1023}, {4, 1024}, {3, 1025}, {1000, 3}, {2, 8191}, {2, 12289}, {2, 65537}};
+  const double ranges[][2]      = {{0.0, 1.0}, {-10.0, 10.0}, {-1000.0, 1000.0}, {-1e30, 1e30}};
+  std::uint64_t seed            = 1;
   for (const auto& s : shapes)
     for (const auto& r : ranges)
       for (bool in_place : {false, true})
@@ -44,8 +43,8 @@ TEST_F(TestCategory, softmax_long_rows_double) { run_long_rows<double>(); }
 template <class T>
 std::vector<T> long_row_values(std::size_t rows, std::size_t cols, int kind, std::uint64_t seed) {
   const double ranges[][2] = {{-5.0, 5.0}, {-1e30, 1e30}, {0.5, 0.5}, {-1e-39, 1e-39}, {1e6, 1e6 + 30}};
-  auto v = kind == 2 ? std::vector<T>(rows * cols, T(0.5))
-                     : random_values<T>(rows * cols, ranges[kind][0], ranges[kind][1], seed);
+  auto v                   = kind == 2 ? std::vector<T>(rows * cols, T(0.5))
+                                       : random_values<T>(rows * cols, ranges[kind][0], ranges[kind][1], seed);
   const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
   auto row = [&](std::size_t i) { return v.begin() + i * cols; };
   for (std::size_t i = 0; i < rows; i += 3) row(i)[(i * 7919) % cols] = -inf, row(i)[cols - 1 - i] = -inf;
@@ -58,7 +57,7 @@ std::vector<T> long_row_values(std::size_t rows, std::size_t cols, int kind, std
 template <class T>
 void run_long_rows_every_layout() {
   const std::size_t shapes[][2] = {{14, 131071}, {7, 1048573}, {3, 2621447}, {2, 4194319}};
-  int kind = 0;
+  int kind                      = 0;
   for (const auto& s : shapes) {
     const std::size_t rows = s[0], cols = s[1];
     for (int k = 0; k < 2; ++k, kind = (kind + 1) % 5) {
@@ -78,19 +77,19 @@ void run_special_values() {
   const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
   for (std::size_t cols : {std::size_t(1), std::size_t(2), std::size_t(33), std::size_t(1000), std::size_t(70001)}) {
     const std::size_t rows = 10;
-    auto v = random_values<T>(rows * cols, -5.0, 5.0, 7 * cols);
-    auto row = [&](std::size_t i) { return v.begin() + i * cols; };
-    const std::size_t mid = cols / 2;
-    row(0)[mid] = nan;                                    // NaN anywhere -> NaN row
-    row(1)[mid] = inf;                                    // +inf -> NaN row
-    std::fill(row(2), row(3), -inf);                      // all -inf -> NaN row
-    row(3)[0] = -inf;                                     // some -inf -> zeros there
+    auto v                 = random_values<T>(rows * cols, -5.0, 5.0, 7 * cols);
+    auto row               = [&](std::size_t i) { return v.begin() + i * cols; };
+    const std::size_t mid  = cols / 2;
+    row(0)[mid]            = nan;     // NaN anywhere -> NaN row
+    row(1)[mid]            = inf;     // +inf -> NaN row
+    std::fill(row(2), row(3), -inf);  // all -inf -> NaN row
+    row(3)[0] = -inf;                 // some -inf -> zeros there
     if (cols > 1) row(3)[cols - 1] = -inf;
-    row(4)[0] = -inf, row(4)[mid] = inf;                  // both -> NaN row
+    row(4)[0] = -inf, row(4)[mid] = inf;                                                      // both -> NaN row
     for (std::size_t j = 0; j < cols; ++j) row(5)[j] = static_cast<T>(j % 2 ? 1e30 : -1e30);  // no overflow
-    std::fill(row(6), row(7), static_cast<T>(1e30));      // all equal and huge -> uniform
+    std::fill(row(6), row(7), static_cast<T>(1e30));  // all equal and huge -> uniform
     std::fill(row(7), row(8), static_cast<T>(-1e30));
-    row(8)[mid] = -std::numeric_limits<T>::max();         // the lowest finite value
+    row(8)[mid]      = -std::numeric_limits<T>::max();  // the lowest finite value
     row(9)[cols - 1] = nan, row(9)[0] = inf;
     for (bool in_place : {false, true}) {
       run_case<T, Kokkos::LayoutRight>(rows, cols, v, in_place);
@@ -171,8 +170,8 @@ struct PeriodicPattern {
   static constexpr std::int64_t period = 65521;
   KOKKOS_INLINE_FUNCTION static float value(std::int64_t i, std::int64_t j) {
     std::uint64_t z = static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(j % period);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z               = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z               = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
     return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 8.0 - 4.0);
   }
@@ -182,13 +181,14 @@ struct PeriodicPattern {
 inline void test_beyond_2_31_elements() {
   const std::int64_t rows = 2, cols = (std::int64_t(1) << 30) + 12345;
   ASSERT_GT(rows * cols, std::int64_t(1) << 31);
-  Kokkos::View<float**, Kokkos::LayoutRight, memory_space> x(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"),
-                                                             rows, cols);
+  Kokkos::View<float**, Kokkos::LayoutRight, memory_space> x(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"), rows,
+                                                             cols);
   // 1-D ranges over all elements: Kokkos 3.4's CUDA MDRange mishandles extents this large.
   using range = Kokkos::RangePolicy<TestExecSpace, Kokkos::IndexType<std::int64_t>>;
   const range all(0, rows * cols);
   Kokkos::parallel_for(
-      "fill", all, KOKKOS_LAMBDA(const std::int64_t k) { x(k / cols, k % cols) = PeriodicPattern::value(k / cols, k % cols); });
+      "fill", all,
+      KOKKOS_LAMBDA(const std::int64_t k) { x(k / cols, k % cols) = PeriodicPattern::value(k / cols, k % cols); });
 
   // Reference statistics per row, in double, from the period.
   double ref_max[rows], ref_sum[rows];
@@ -212,8 +212,7 @@ inline void test_beyond_2_31_elements() {
   for (std::int64_t i = 0; i < rows; ++i) {
     double row_sum = 0;
     Kokkos::parallel_reduce(
-        "row sum", range(0, cols),
-        KOKKOS_LAMBDA(const std::int64_t j, double& acc) { acc += x(i, j); }, row_sum);
+        "row sum", range(0, cols), KOKKOS_LAMBDA(const std::int64_t j, double& acc) { acc += x(i, j); }, row_sum);
     EXPECT_NEAR(row_sum, 1.0, 1e-5) << "row " << i;
   }
   // Every element against the reference; the count of those off by more than the tolerance.
@@ -222,7 +221,8 @@ inline void test_beyond_2_31_elements() {
       "check", all,
       KOKKOS_LAMBDA(const std::int64_t k, std::int64_t& n) {
         const std::int64_t i = k / cols, j = k % cols;
-        const double ref = device_exp(static_cast<double>(PeriodicPattern::value(i, j)) - (i ? m1 : m0)) / (i ? s1 : s0);
+        const double ref =
+            device_exp(static_cast<double>(PeriodicPattern::value(i, j)) - (i ? m1 : m0)) / (i ? s1 : s0);
         const double err = x(i, j) > ref ? x(i, j) - ref : ref - x(i, j);
         if (!(err <= 1e-5 * ref)) ++n;
       },

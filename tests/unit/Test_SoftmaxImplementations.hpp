@@ -13,12 +13,11 @@ namespace Test {
 
 template <class T>
 void run_regime_boundaries(softfuse::Implementation impl) {
-  const std::size_t cols[] = {1,     2,     3,     31,    32,    33,    63,     64,     65,     127,
-                              128,   129,   255,   256,   257,   1023,  1024,   1025,   2047,   2048,
-                              2049,  4095,  4096,  4097,  8191,  8192,  8193,   16383,  16384,  16385,
-                              24575, 24576, 24577, 32767, 32768, 32769, 57343,  57344,  57345,  65535,
-                              65536,  65537,  131071, 131072, 131073, 393215, 393216, 393217, 917505, 1048576,
-                              1179648, 1179649, 2097152, 3000000};
+  const std::size_t cols[] = {
+      1,      2,      3,      31,     32,     33,     63,     64,      65,      127,     128,     129,    255,   256,
+      257,    1023,   1024,   1025,   2047,   2048,   2049,   4095,    4096,    4097,    8191,    8192,   8193,  16383,
+      16384,  16385,  24575,  24576,  24577,  32767,  32768,  32769,   57343,   57344,   57345,   65535,  65536, 65537,
+      131071, 131072, 131073, 393215, 393216, 393217, 917505, 1048576, 1179648, 1179649, 2097152, 3000000};
   std::uint64_t seed = 1000;
   for (std::size_t c : cols) {
     const std::size_t rows = c <= 4096 ? 37 : (c <= 65537 ? 5 : 2);
@@ -52,13 +51,13 @@ TEST_F(TestCategory, softmax_regime_boundaries_specialized_double) {
 TEST_F(TestCategory, softmax_special_values_specialized) {
   if (!has_specialization()) GTEST_SKIP() << "no backend specialization on " << TestExecSpace::name();
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  for (std::size_t cols : {std::size_t(1), std::size_t(33), std::size_t(5000), std::size_t(70001),
-                           std::size_t(393216), std::size_t(1179649)}) {
+  for (std::size_t cols : {std::size_t(1), std::size_t(33), std::size_t(5000), std::size_t(70001), std::size_t(393216),
+                           std::size_t(1179649)}) {
     const std::size_t rows = 6;
-    auto v = random_values<float>(rows * cols, -5.0, 5.0, cols);
-    auto row = [&](std::size_t i) { return v.begin() + i * cols; };
-    row(0)[cols / 2] = nan;
-    row(1)[cols - 1] = inf;
+    auto v                 = random_values<float>(rows * cols, -5.0, 5.0, cols);
+    auto row               = [&](std::size_t i) { return v.begin() + i * cols; };
+    row(0)[cols / 2]       = nan;
+    row(1)[cols - 1]       = inf;
     std::fill(row(2), row(3), -inf);
     row(3)[0] = -inf;
     for (std::size_t j = 0; j < cols; ++j) row(4)[j] = j % 2 ? 1e30f : -1e30f;
@@ -74,8 +73,8 @@ namespace TestImplementationReported {
 // Implementation::automatic, the portable one when asked for or when the Views are not the specialization's.
 TEST_F(TestCategory, implementation_that_ran_is_reported) {
   using softfuse::Implementation;
-  using M = Kokkos::View<float**, Kokkos::LayoutRight, ::Test::memory_space>;
-  using V = Kokkos::View<float*, ::Test::memory_space>;
+  using M                   = Kokkos::View<float**, Kokkos::LayoutRight, ::Test::memory_space>;
+  using V                   = Kokkos::View<float*, ::Test::memory_space>;
   const Implementation fast = ::Test::has_specialization() ? Implementation::specialized : Implementation::portable;
   const TestExecSpace space;
   const M x("x", 8, 16), y("y", 8, 16), w("w", 16, 16);

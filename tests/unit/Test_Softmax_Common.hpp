@@ -122,11 +122,10 @@ void expect_matches_reference(const std::vector<T>& x, const std::vector<T>& y, 
     const bool nan_row = cols > 0 && std::isnan(ref[0]);
     for (std::size_t j = 0; j < cols; ++j) {
       const double v = y[i * cols + j], r = ref[j];
-      const bool ok = nan_row ? std::isnan(v)
-                              : (std::abs(v - r) <= Tolerance<T>::rel * r + (r >= 1e-30 ? 0.0 : 1e-37));
+      const bool ok = nan_row ? std::isnan(v) : (std::abs(v - r) <= Tolerance<T>::rel * r + (r >= 1e-30 ? 0.0 : 1e-37));
       if (!ok && bad++ < 5)
-        ADD_FAILURE() << what << ": y(" << i << ", " << j << ") = " << v << ", reference " << r
-                      << ", relative error " << std::abs(v - r) / r;
+        ADD_FAILURE() << what << ": y(" << i << ", " << j << ") = " << v << ", reference " << r << ", relative error "
+                      << std::abs(v - r) / r;
     }
     const std::string broken = softfuse_test::softmax_row_invariants(y.data() + i * cols, cols, Tolerance<T>::sum);
     if (!broken.empty() && bad++ < 5) ADD_FAILURE() << what << ": row " << i << ": " << broken;
@@ -162,7 +161,7 @@ void run_case(std::size_t rows, std::size_t cols, const std::vector<T>& values, 
     softfuse::softmax(space, x.view(), y.view(), impl);
   space.fence();
 
-  const auto out_image = (in_place ? x : y).download();
+  const auto out_image     = (in_place ? x : y).download();
   const std::vector<T> out = (in_place ? x : y).values(out_image);
   expect_matches_reference(values, out, rows, cols, what);
 

@@ -23,17 +23,17 @@ namespace Impl {
 
 template <class AffineView, class PView, class SView>
 struct BatchNormAffineParams {
-  AffineView affine;   // [out][3], written
-  PView gamma, beta;   // [out]
-  SView scale;         // [1] or [out]
+  AffineView affine;  // [out][3], written
+  PView gamma, beta;  // [out]
+  SView scale;        // [1] or [out]
   double eps;
 
   KOKKOS_INLINE_FUNCTION void store(const std::int64_t j, const double shift, const double var) const {
-    using T = typename AffineView::non_const_value_type;
+    using T        = typename AffineView::non_const_value_type;
     const double s = scale.extent(0) == 1 ? static_cast<double>(scale(0)) : static_cast<double>(scale(j));
-    affine(j, 0) = static_cast<T>(shift);
-    affine(j, 1) = static_cast<T>(s * gamma(j) / Impl::sqrt(var + eps));
-    affine(j, 2) = static_cast<T>(s * beta(j));
+    affine(j, 0)   = static_cast<T>(shift);
+    affine(j, 1)   = static_cast<T>(s * gamma(j) / Impl::sqrt(var + eps));
+    affine(j, 2)   = static_cast<T>(s * beta(j));
   }
 };
 
@@ -62,8 +62,8 @@ struct BatchNormTrainingUpdate {
                                          const double count) const {
     const double var = m2 / count;
     params.store(j, -m, var);
-    running_mean(j) = static_cast<typename RView::non_const_value_type>((1 - momentum) * running_mean(j) +
-                                                                        momentum * (m + bias(j)));
+    running_mean(j) =
+        static_cast<typename RView::non_const_value_type>((1 - momentum) * running_mean(j) + momentum * (m + bias(j)));
     running_var(j) = static_cast<typename RView::non_const_value_type>((1 - momentum) * running_var(j) +
                                                                        momentum * var * count / (count - 1));
   }
@@ -74,9 +74,10 @@ struct BatchNormTrainingUpdate {
 // mean and sum of squared deviations go to finish(j, mean, m2, rows).
 template <class ExecSpace, class ZView, class Finish>
 struct BatchNormTrainingFunctor {
-  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using member_type   = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using scratch_space = typename ExecSpace::scratch_memory_space;
-  using partial_type = Kokkos::View<double**, Kokkos::LayoutRight, scratch_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using partial_type =
+      Kokkos::View<double**, Kokkos::LayoutRight, scratch_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using mean_type = Kokkos::View<double*, scratch_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
   ZView z;  // [batch, out] bias-free logits
@@ -115,8 +116,8 @@ struct BatchNormTrainingFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t rows = z.extent(0), out = z.extent(1);
     const std::int64_t c0 = static_cast<std::int64_t>(team.league_rank()) * columns;
-    const int nc = static_cast<int>(out - c0 < columns ? out - c0 : columns);
-    const int groups = team.team_size();
+    const int nc          = static_cast<int>(out - c0 < columns ? out - c0 : columns);
+    const int groups      = team.team_size();
     const partial_type partial(team.team_scratch(0), groups, columns);
     const mean_type mean(team.team_scratch(0), columns);
 
@@ -154,7 +155,7 @@ void batchnorm_column_moments(const ExecSpace& space, const ZView& z, const Fini
   constexpr bool host = is_host_space<ExecSpace>();
   const int columns = host ? 64 : 32, lanes = host ? 1 : 32;
   const std::int64_t out = z.extent(1);
-  const int league = static_cast<int>((out + columns - 1) / columns);
+  const int league       = static_cast<int>((out + columns - 1) / columns);
   const functor_type functor{z, finish, columns};
   int groups = 1;
   if (!host) {
@@ -170,8 +171,8 @@ void batchnorm_column_moments(const ExecSpace& space, const ZView& z, const Fini
 template <class ExecSpace, class ZView, class Params, class BView, class RView>
 void batchnorm_affine_training(const ExecSpace& space, const ZView& z, const Params& params, const BView& bias,
                                const RView& running_mean, const RView& running_var, double momentum) {
-  batchnorm_column_moments(space, z,
-                           BatchNormTrainingUpdate<Params, BView, RView>{params, bias, running_mean, running_var, momentum});
+  batchnorm_column_moments(
+      space, z, BatchNormTrainingUpdate<Params, BView, RView>{params, bias, running_mean, running_var, momentum});
 }
 
 }  // namespace Impl

@@ -13,7 +13,8 @@ namespace Impl {
 template <class WView, class BatchNormT, class SView>
 void require_batchnorm_extents(const char* function, const WView& weight, const BatchNormT& bn, const SView& scale) {
   const char* const names[] = {"bn.gamma", "bn.beta", "bn.running_mean", "bn.running_var"};
-  const std::remove_reference_t<decltype(bn.gamma)>* const vectors[] = {&bn.gamma, &bn.beta, &bn.running_mean, &bn.running_var};
+  const std::remove_reference_t<decltype(bn.gamma)>* const vectors[] = {&bn.gamma, &bn.beta, &bn.running_mean,
+                                                                        &bn.running_var};
   for (int k = 0; k < 4; ++k)
     require_extents(vectors[k]->extent(0) == weight.extent(0), function,
                     "BatchNorm parameters must have out = weight.extent(0) elements", names[k], *vectors[k], "weight",

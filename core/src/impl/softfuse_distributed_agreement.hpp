@@ -31,7 +31,7 @@ struct AgreementResult {
 /// The reduction's send buffer: the values, then their negations (one MAX gives max and -min), then `summed`.
 inline void agreement_buffer(const AgreedValues& v, std::int64_t* buffer) {
   for (int k = 0; k < v.n; ++k) {
-    buffer[k] = v.value[k];
+    buffer[k]       = v.value[k];
     buffer[v.n + k] = -v.value[k];
   }
   buffer[2 * v.n] = v.summed;

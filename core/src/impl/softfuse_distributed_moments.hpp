@@ -23,8 +23,8 @@ struct FeatureMoments {
   KOKKOS_INLINE_FUNCTION static FeatureMoments merge(FeatureMoments a, FeatureMoments b) {
     if (b.count > a.count || (b.count == a.count && (b.mean > a.mean || (b.mean == a.mean && b.m2 > a.m2)))) {
       const FeatureMoments t = a;
-      a = b;
-      b = t;
+      a                      = b;
+      b                      = t;
     }
     if (b.count == 0) return a;
     const double n = a.count + b.count, d = b.mean - a.mean;

@@ -41,7 +41,7 @@ struct MpiMerge<FeatureMoments> {
 template <class S>
 void mpi_merge(void* in, void* inout, int* len, MPI_Datatype*) {
   const S* a = static_cast<const S*>(in);
-  S* b = static_cast<S*>(inout);
+  S* b       = static_cast<S*>(inout);
   for (int i = 0; i < *len; ++i) b[i] = MpiMerge<S>::apply(a[i], b[i]);
 }
 
@@ -79,7 +79,7 @@ class Agreement<distributed::MpiCommunicator> {
     mpi_check(MPI_Iallreduce(send_ + n, received_ + n, 1, MPI_INT64_T, MPI_SUM, comm.comm(), &requests_[1]),
               "MPI_Iallreduce");
   }
-  Agreement(const Agreement&) = delete;
+  Agreement(const Agreement&)            = delete;
   Agreement& operator=(const Agreement&) = delete;
   ~Agreement() {
     if (!done_) MPI_Waitall(2, requests_, MPI_STATUSES_IGNORE);
@@ -128,7 +128,7 @@ void mpi_allreduce_merge(const ExecSpace& space, const distributed::MpiCommunica
     return;
   }
   Kokkos::View<S*, Kokkos::HostSpace> staged(Kokkos::view_alloc(Kokkos::WithoutInitializing, "softfuse::mpi_staging"),
-                                            view.extent(0));
+                                             view.extent(0));
   Kokkos::deep_copy(staged, view);
   reduce(staged.data());
   Kokkos::deep_copy(view, staged);

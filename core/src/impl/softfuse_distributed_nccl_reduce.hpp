@@ -107,7 +107,7 @@ struct NcclRowStatsSplit {
   MaxView max;
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
     const auto m = stats(i).max;
-    max(i) = m == m ? m : -Infinity<typename MaxView::non_const_value_type>::value;
+    max(i)       = m == m ? m : -Infinity<typename MaxView::non_const_value_type>::value;
   }
 };
 
@@ -118,7 +118,7 @@ struct NcclRowStatsRescale {
   SumView sum;
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
     const auto s = stats(i);
-    sum(i) = s.max == max(i) ? s.sum : s.sum * static_cast<double>(row_exp(s.max - max(i)));
+    sum(i)       = s.max == max(i) ? s.sum : s.sum * static_cast<double>(row_exp(s.max - max(i)));
   }
 };
 
@@ -135,11 +135,11 @@ struct NcclRowStatsJoin {
 
 template <class ExecSpace, class StatsView>
 void allreduce_row_stats(const ExecSpace& space, const distributed::NcclCommunicator& comm, const StatsView& stats) {
-  using T = decltype(stats(0).max);
-  using device_type = Kokkos::Device<ExecSpace, typename StatsView::memory_space>;
-  using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
-  using MaxView = Kokkos::View<T*, device_type>;
-  using SumView = Kokkos::View<double*, device_type>;
+  using T              = decltype(stats(0).max);
+  using device_type    = Kokkos::Device<ExecSpace, typename StatsView::memory_space>;
+  using range          = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  using MaxView        = Kokkos::View<T*, device_type>;
+  using SumView        = Kokkos::View<double*, device_type>;
   const std::int64_t n = stats.extent(0);
   if (n == 0) return;
   const MaxView max(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::nccl_row_max"), n);
@@ -159,8 +159,8 @@ struct NcclMomentsWeigh {
   MomentsView moments;
   SumView sums;  // [2 * out]: count * mean, then count
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j) const {
-    const FeatureMoments m = moments(j);
-    sums(j) = m.count * m.mean;
+    const FeatureMoments m      = moments(j);
+    sums(j)                     = m.count * m.mean;
     sums(moments.extent(0) + j) = m.count;
   }
 };
@@ -174,7 +174,7 @@ struct NcclMomentsDeviation {
     const FeatureMoments m = moments(j);
     const double count = sums(moments.extent(0) + j), mean = count > 0 ? sums(j) / count : 0.0;
     const double d = m.mean - mean;
-    m2(j) = m.count > 0 ? m.m2 + m.count * d * d : 0.0;
+    m2(j)          = m.count > 0 ? m.m2 + m.count * d * d : 0.0;
   }
 };
 
@@ -185,15 +185,15 @@ struct NcclMomentsJoin {
   SumView m2;
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j) const {
     const double count = sums(moments.extent(0) + j);
-    moments(j) = FeatureMoments{count, count > 0 ? sums(j) / count : 0.0, m2(j)};
+    moments(j)         = FeatureMoments{count, count > 0 ? sums(j) / count : 0.0, m2(j)};
   }
 };
 
 template <class ExecSpace, class MomentsView>
 void allreduce_feature_moments(const ExecSpace& space, const distributed::NcclCommunicator& comm,
                                const MomentsView& moments) {
-  using SumView = Kokkos::View<double*, Kokkos::Device<ExecSpace, typename MomentsView::memory_space>>;
-  using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  using SumView          = Kokkos::View<double*, Kokkos::Device<ExecSpace, typename MomentsView::memory_space>>;
+  using range            = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
   const std::int64_t out = moments.extent(0);
   if (out == 0) return;
   const SumView sums(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::nccl_moment_sums"), 2 * out);

@@ -28,7 +28,7 @@ struct RowStatsScalar<RowStats<T>> {
 
 template <class ExecSpace, class XView, class StatsView, class Op>
 struct DistributedRowStatsFunctor {
-  using T = typename RowStatsScalar<typename StatsView::non_const_value_type>::type;
+  using T           = typename RowStatsScalar<typename StatsView::non_const_value_type>::type;
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   XView x;
   StatsView stats;
@@ -37,7 +37,7 @@ struct DistributedRowStatsFunctor {
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t i = first_row + team.league_rank();
-    const RowStats<T> s = TeamSoftmax::row_stats<T>(team, Kokkos::subview(x, i, Kokkos::ALL), NoCache(), op);
+    const RowStats<T> s  = TeamSoftmax::row_stats<T>(team, Kokkos::subview(x, i, Kokkos::ALL), NoCache(), op);
     Kokkos::single(Kokkos::PerTeam(team), [&]() { stats(i) = s; });
   }
 };
@@ -53,9 +53,9 @@ struct DistributedRowWriteFunctor {
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t i = first_row + team.league_rank();
-    const auto s = stats(i);
-    TeamSoftmax::write_row(team, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL), NoCache(),
-                           op, s.max, s.inverse_sum());
+    const auto s         = stats(i);
+    TeamSoftmax::write_row(team, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL), NoCache(), op,
+                           s.max, s.inverse_sum());
   }
 };
 
@@ -63,19 +63,19 @@ struct DistributedRowWriteFunctor {
 // per row while there are rows for every thread, else the threads shared out among the rows.
 template <class ExecSpace, class Functor>
 void launch_distributed_rows(const ExecSpace& space, Functor functor, std::int64_t rows, const char* label) {
-  using policy_type = Kokkos::TeamPolicy<ExecSpace>;
+  using policy_type          = Kokkos::TeamPolicy<ExecSpace>;
   const std::int64_t threads = std::max(1, space.concurrency());
   const std::int64_t planned =
       is_host_space<ExecSpace>() ? std::max<std::int64_t>(1, threads / rows) : std::int64_t(kGpuStreamThreads);
   for (std::int64_t first = 0; first < rows; first += INT_MAX) {  // league sizes are int
-    const int league = static_cast<int>(std::min<std::int64_t>(rows - first, INT_MAX));
+    const int league   = static_cast<int>(std::min<std::int64_t>(rows - first, INT_MAX));
     const int team_max = policy_type(space, league, 1).team_size_max(functor, Kokkos::ParallelForTag());
-    functor.first_row = first;
-    Kokkos::parallel_for(label,
-                         policy_type(space, league, launch_team_size(static_cast<int>(std::min<std::int64_t>(
-                                                                         planned, INT_MAX)),
-                                                                     team_max)),
-                         functor);
+    functor.first_row  = first;
+    Kokkos::parallel_for(
+        label,
+        policy_type(space, league,
+                    launch_team_size(static_cast<int>(std::min<std::int64_t>(planned, INT_MAX)), team_max)),
+        functor);
   }
 }
 
@@ -98,7 +98,8 @@ void local_row_stats(const ExecSpace& space, const XView& x, const StatsView& st
                          RowStatsIdentityFill<StatsView>{stats});
     return;
   }
-  launch_distributed_rows(space, DistributedRowStatsFunctor<ExecSpace, XView, StatsView, Op>{x, stats, op, 0}, rows, label);
+  launch_distributed_rows(space, DistributedRowStatsFunctor<ExecSpace, XView, StatsView, Op>{x, stats, op, 0}, rows,
+                          label);
 }
 
 /// y(i, j) = exp(op(j, x(i, j)) - stats(i).max) * stats(i).inverse_sum(), asynchronously on `space`; x may be y.

@@ -28,12 +28,12 @@ struct FeatureAffineOp {
 
 // workspace: 3 * out elements of y's memory space, or nullptr to allocate them for this call.
 template <class ExecSpace, class XView, class WView, class BView, class PView, class RView, class SView, class YView>
-void linear_batchnorm_softmax_portable(const ExecSpace& space, const XView& x, const WView& weight,
-                                       const BView& bias, const PView& gamma, const PView& beta,
-                                       const RView& running_mean, const RView& running_var, double eps,
-                                       double momentum, bool training, const SView& scale, const YView& y,
+void linear_batchnorm_softmax_portable(const ExecSpace& space, const XView& x, const WView& weight, const BView& bias,
+                                       const PView& gamma, const PView& beta, const RView& running_mean,
+                                       const RView& running_var, double eps, double momentum, bool training,
+                                       const SView& scale, const YView& y,
                                        typename YView::non_const_value_type* workspace) {
-  using T = typename YView::non_const_value_type;
+  using T           = typename YView::non_const_value_type;
   using device_type = Kokkos::Device<ExecSpace, typename YView::memory_space>;
   using affine_type = Kokkos::View<T* [3], Kokkos::LayoutRight, device_type, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   const std::int64_t out = y.extent(1);
@@ -41,7 +41,7 @@ void linear_batchnorm_softmax_portable(const ExecSpace& space, const XView& x, c
 
   Kokkos::View<T*, device_type> owned;
   if (!workspace) {
-    owned = decltype(owned)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::batchnorm_workspace"),
+    owned     = decltype(owned)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::batchnorm_workspace"),
                             3 * out);
     workspace = owned.data();
   }

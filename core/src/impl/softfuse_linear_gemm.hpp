@@ -41,7 +41,8 @@ void linear_gemm(const ExecSpace& space, const XView& x, const WView& weight, co
   if (x.extent(1) == 0) {  // Kokkos Kernels 3.x returns without writing C when the inner extent is 0
     // (and Kokkos 3.4's deep_copy cannot fill a rank-2 LayoutStride View)
     using policy_type = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
-    Kokkos::parallel_for("softfuse::linear[zero logits]", policy_type(space, {0, 0}, {std::int64_t(y.extent(0)), std::int64_t(y.extent(1))}),
+    Kokkos::parallel_for("softfuse::linear[zero logits]",
+                         policy_type(space, {0, 0}, {std::int64_t(y.extent(0)), std::int64_t(y.extent(1))}),
                          ZeroFill<YView>{y});
     return;
   }

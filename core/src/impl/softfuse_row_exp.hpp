@@ -23,15 +23,15 @@ KOKKOS_INLINE_FUNCTION float row_exp(const float x) {
 #else
   // k = round(x / ln2) by the 1.5 * 2^23 trick: the sum's low mantissa bits hold k as an integer.
   const float shifted = x * 1.44269504088896341f + 12582912.0f;
-  const float k = shifted - 12582912.0f;
-  const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;  // x - k ln2, ln2 split in two parts
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  const float k       = shifted - 12582912.0f;
+  const float r       = (x - k * 0.693359375f) + k * 2.12194440e-4f;  // x - k ln2, ln2 split in two parts
+  float p             = 1.9875691500e-4f;
+  p                   = p * r + 1.3981999507e-3f;
+  p                   = p * r + 8.3334519073e-3f;
+  p                   = p * r + 4.1665795894e-2f;
+  p                   = p * r + 1.6666665459e-1f;
+  p                   = p * r + 5.0000001201e-1f;
+  p                   = p * r * r + r + 1.0f;
   std::uint32_t k_bits, x_bits, e_bits;
   std::memcpy(&k_bits, &shifted, sizeof k_bits);
   const std::uint32_t scale_bits = (k_bits - 0x4B400000u + 127u) << 23;  // 2^k (garbage where masked below)
@@ -42,9 +42,10 @@ KOKKOS_INLINE_FUNCTION float row_exp(const float x) {
   std::memcpy(&e_bits, &e, sizeof e_bits);
   // Special cases as bit masks, not branches: a branch makes the compiler keep the floating-point
   // work conditional, and then it does not vectorize the loop.
-  const std::uint32_t nan = 0u - static_cast<std::uint32_t>((x_bits & 0x7fffffffu) > 0x7f800000u);
+  const std::uint32_t nan  = 0u - static_cast<std::uint32_t>((x_bits & 0x7fffffffu) > 0x7f800000u);
   const std::uint32_t tiny = 0u - static_cast<std::uint32_t>(x_bits > 0xC2AE0000u);  // x < -87, -inf
-  const std::uint32_t huge = 0u - static_cast<std::uint32_t>((x_bits > 0x42B00000u) & (x_bits < 0x80000000u));  // x > 88
+  const std::uint32_t huge =
+      0u - static_cast<std::uint32_t>((x_bits > 0x42B00000u) & (x_bits < 0x80000000u));  // x > 88
   const std::uint32_t out_bits = (nan & x_bits) | (~nan & ((huge & 0x7f800000u) | (~huge & ~tiny & e_bits)));
   float out;
   std::memcpy(&out, &out_bits, sizeof out);
@@ -58,21 +59,21 @@ KOKKOS_INLINE_FUNCTION double row_exp(const double x) {
 #else
   // k = round(x / ln2) by the 1.5 * 2^52 trick; ln2 split so that k * ln2_hi is exact.
   const double shifted = x * 1.4426950408889634 + 6755399441055744.0;
-  const double k = shifted - 6755399441055744.0;
-  const double r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800;
-  p = p * r + 1.0 / 479001600;
-  p = p * r + 1.0 / 39916800;
-  p = p * r + 1.0 / 3628800;
-  p = p * r + 1.0 / 362880;
-  p = p * r + 1.0 / 40320;
-  p = p * r + 1.0 / 5040;
-  p = p * r + 1.0 / 720;
-  p = p * r + 1.0 / 120;
-  p = p * r + 1.0 / 24;
-  p = p * r + 1.0 / 6;
-  p = p * r + 0.5;
-  p = p * r * r + r + 1.0;
+  const double k       = shifted - 6755399441055744.0;
+  const double r       = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+  double p             = 1.0 / 6227020800;
+  p                    = p * r + 1.0 / 479001600;
+  p                    = p * r + 1.0 / 39916800;
+  p                    = p * r + 1.0 / 3628800;
+  p                    = p * r + 1.0 / 362880;
+  p                    = p * r + 1.0 / 40320;
+  p                    = p * r + 1.0 / 5040;
+  p                    = p * r + 1.0 / 720;
+  p                    = p * r + 1.0 / 120;
+  p                    = p * r + 1.0 / 24;
+  p                    = p * r + 1.0 / 6;
+  p                    = p * r + 0.5;
+  p                    = p * r * r + r + 1.0;
   std::uint64_t k_bits, x_bits, e_bits;
   std::memcpy(&k_bits, &shifted, sizeof k_bits);
   const std::uint64_t scale_bits = (k_bits - 0x4338000000000000ull + 1023u) << 52;  // 2^k (masked below)
@@ -81,18 +82,16 @@ KOKKOS_INLINE_FUNCTION double row_exp(const double x) {
   const double e = p * scale;
   std::memcpy(&x_bits, &x, sizeof x_bits);
   std::memcpy(&e_bits, &e, sizeof e_bits);
-  const std::uint64_t nan = 0u - static_cast<std::uint64_t>((x_bits & 0x7fffffffffffffffull) > 0x7ff0000000000000ull);
+  const std::uint64_t nan  = 0u - static_cast<std::uint64_t>((x_bits & 0x7fffffffffffffffull) > 0x7ff0000000000000ull);
   const std::uint64_t tiny = 0u - static_cast<std::uint64_t>(x_bits > 0xC086200000000000ull);  // x < -708, -inf
   const std::uint64_t huge =
       0u - static_cast<std::uint64_t>((x_bits > 0x4086280000000000ull) & (x_bits < 0x8000000000000000ull));  // x > 709
-  const std::uint64_t out_bits =
-      (nan & x_bits) | (~nan & ((huge & 0x7ff0000000000000ull) | (~huge & ~tiny & e_bits)));
+  const std::uint64_t out_bits = (nan & x_bits) | (~nan & ((huge & 0x7ff0000000000000ull) | (~huge & ~tiny & e_bits)));
   double out;
   std::memcpy(&out, &out_bits, sizeof out);
   return out;
 #endif
 }
-
 
 }  // namespace Impl
 }  // namespace softfuse

@@ -65,7 +65,7 @@ template <class T, int B, bool Interleaved, class Workers, class XRow, class Cac
 KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
                                              const Op& op) {
   constexpr bool cached = Kokkos::is_view<Cache>::value;
-  const std::int64_t n = x_row.extent(0);
+  const std::int64_t n  = x_row.extent(0);
   const RowBlocks<B, Interleaved> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
   RowStats<T> stats;
@@ -74,7 +74,7 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
       [&](const std::int64_t lane, RowStats<T>& acc) {
         for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
           const int len = blocks.length(j0);
-          T v[B];  // compile-time indices only (guarded by l < len), so GPUs keep it in registers
+          T v[B];          // compile-time indices only (guarded by l < len), so GPUs keep it in registers
           if (len == B) {  // unguarded: host compilers vectorize it without masks
             for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
           } else {
@@ -97,7 +97,7 @@ template <class T, int B, bool Interleaved, class Workers, class XRow, class YRo
 KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row, const YRow& y_row, const Cache& cache,
                                       const Op& op, const T max, const T inv) {
   constexpr bool cached = Kokkos::is_view<Cache>::value;
-  const std::int64_t n = y_row.extent(0);
+  const std::int64_t n  = y_row.extent(0);
   const RowBlocks<B, Interleaved> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
@@ -113,7 +113,7 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
         // op recomputed here may round differently from the statistics pass (other vectorization or
         // contraction): v - max > 0 is clamped so that no element exceeds 1. NaN stays NaN.
         const T d = v - max;
-        y_row(j) = row_exp(d > T(0) ? T(0) : d) * inv;
+        y_row(j)  = row_exp(d > T(0) ? T(0) : d) * inv;
       }
     }
   });

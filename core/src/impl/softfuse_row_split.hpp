@@ -20,10 +20,10 @@ namespace Impl {
 
 template <class ExecSpace, class XView, class YView, class Op>
 struct SplitRowsBase {
-  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T = typename YView::non_const_value_type;
-  using device_type = Kokkos::Device<ExecSpace, typename YView::memory_space>;
-  static constexpr int B = row_block_size<ExecSpace, true>();
+  using member_type                 = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T                           = typename YView::non_const_value_type;
+  using device_type                 = Kokkos::Device<ExecSpace, typename YView::memory_space>;
+  static constexpr int B            = row_block_size<ExecSpace, true>();
   static constexpr bool interleaved = row_blocks_interleaved<ExecSpace>();
 
   XView x;
@@ -52,10 +52,10 @@ struct SplitStatsFunctor : SplitRowsBase<ExecSpace, XView, YView, Op> {
   using typename base::T;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const auto c = this->chunk_of(team);
-    const auto x_part = Kokkos::subview(this->x, c.row, Kokkos::make_pair(c.begin, c.end));
-    const RowStats<T> stats = row_stats<T, base::B, base::interleaved>(
-        TeamWorkers<member_type>{team}, x_part, NoCache(), ShiftedOp<Op>{this->op, c.begin});
+    const auto c            = this->chunk_of(team);
+    const auto x_part       = Kokkos::subview(this->x, c.row, Kokkos::make_pair(c.begin, c.end));
+    const RowStats<T> stats = row_stats<T, base::B, base::interleaved>(TeamWorkers<member_type>{team}, x_part,
+                                                                       NoCache(), ShiftedOp<Op>{this->op, c.begin});
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
       this->part_max(c.unit) = stats.max;
       this->part_sum(c.unit) = stats.sum;
@@ -70,7 +70,7 @@ struct SplitWriteFunctor : SplitRowsBase<ExecSpace, XView, YView, Op> {
   using typename base::T;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const auto c = this->chunk_of(team);
+    const auto c                  = this->chunk_of(team);
     const std::int64_t first_unit = c.unit - c.begin / this->chunk;
     // The row's partials joined by the whole team (a row may have thousands): every team of the row has the
     // same size and joins them in the same order, so all get the same bits.
@@ -91,9 +91,9 @@ struct SplitWriteFunctor : SplitRowsBase<ExecSpace, XView, YView, Op> {
 template <class ExecSpace, class XView, class YView, class Op>
 void split_row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
                        const char* label) {
-  using base = SplitRowsBase<ExecSpace, XView, YView, Op>;
-  using policy_type = Kokkos::TeamPolicy<ExecSpace>;
-  const std::int64_t rows = y.extent(0);
+  using base               = SplitRowsBase<ExecSpace, XView, YView, Op>;
+  using policy_type        = Kokkos::TeamPolicy<ExecSpace>;
+  const std::int64_t rows  = y.extent(0);
   const std::int64_t units = plan.group_rows * plan.chunks;
   base b{x, y, op, {}, {}, 0, plan.chunk, static_cast<int>(plan.chunks)};
   b.part_max = decltype(b.part_max)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::row_max"), units);

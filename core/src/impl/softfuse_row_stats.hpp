@@ -89,8 +89,8 @@ struct RowStats {
 /// thread's own variable, so its View is a HostSpace one, as for Kokkos' built-in reducers.
 template <class T>
 struct RowStatsReducer {
-  using reducer = RowStatsReducer;
-  using value_type = RowStats<T>;
+  using reducer          = RowStatsReducer;
+  using value_type       = RowStats<T>;
   using result_view_type = Kokkos::View<value_type, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
   value_type& value;
@@ -105,8 +105,8 @@ struct RowStatsReducer {
   KOKKOS_INLINE_FUNCTION void join(volatile value_type& dst, const volatile value_type& src) const {
     const value_type a{dst.max, dst.sum}, b{src.max, src.sum};
     const value_type r = value_type::combine(a, b);
-    dst.max = r.max;
-    dst.sum = r.sum;
+    dst.max            = r.max;
+    dst.sum            = r.sum;
   }
 #endif
   KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = value_type::identity(); }

@@ -19,15 +19,14 @@ namespace softfuse {
 namespace Impl {
 
 template <class ExecSpace, class T>
-using row_cache_t =
-    Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using row_cache_t = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 /// Packed: team thread r of team t owns row first_row + t * team_size + r, over its vector lanes; cached
 /// rows take consecutive stretches of the team's scratch.
 template <class ExecSpace, class XView, class YView, class Op, bool Cached>
 struct PackedRowsFunctor {
-  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T = typename YView::non_const_value_type;
+  using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T                = typename YView::non_const_value_type;
   static constexpr int B = row_block_size<ExecSpace, true>();
 
   XView x;
@@ -58,7 +57,7 @@ struct PackedRowsFunctor {
 template <class ExecSpace, class XView, class YView, class Op, bool Cached>
 struct TeamRowFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T = typename YView::non_const_value_type;
+  using T           = typename YView::non_const_value_type;
 
   XView x;
   YView y;
@@ -67,16 +66,16 @@ struct TeamRowFunctor {
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t i = first_row + team.league_rank();
-    const auto x_row = Kokkos::subview(x, i, Kokkos::ALL);
-    const auto y_row = Kokkos::subview(y, i, Kokkos::ALL);
-    constexpr int B = row_block_size<ExecSpace, Cached>();
+    const auto x_row     = Kokkos::subview(x, i, Kokkos::ALL);
+    const auto y_row     = Kokkos::subview(y, i, Kokkos::ALL);
+    constexpr int B      = row_block_size<ExecSpace, Cached>();
     if constexpr (Cached)
       row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(
           TeamWorkers<member_type>{team}, x_row, y_row, row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)),
           op);
     else
       row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(TeamWorkers<member_type>{team}, x_row, y_row,
-                                                                   NoCache(), op);
+                                                                  NoCache(), op);
   }
 };
 
@@ -105,12 +104,12 @@ void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, boo
 /// small workspace per call); x may be y. Rows are held in team scratch where they fit and `cache` allows.
 template <class ExecSpace, class XView, class YView, class Op>
 void row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, bool cache, const char* label) {
-  using T = typename YView::non_const_value_type;
+  using T                 = typename YView::non_const_value_type;
   const std::int64_t rows = y.extent(0), cols = y.extent(1);
   if (rows == 0 || cols == 0) return;
   const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
-  const RowPlan plan = plan_rows(space, rows, cols, sizeof(T), cache, scratch_bytes);
-  const auto packed_bytes = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
+  const RowPlan plan       = plan_rows(space, rows, cols, sizeof(T), cache, scratch_bytes);
+  const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
   switch (plan.regime) {
     case RowRegime::packed:
       if (plan.cached)
@@ -122,11 +121,13 @@ void row_softmax(const ExecSpace& space, const XView& x, const YView& y, const O
       break;
     case RowRegime::team:
       if (plan.cached)
-        launch_rows(space, TeamRowFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0}, rows, false, plan,
-                    [&](int) { return scratch_bytes(cols); }, label);
+        launch_rows(
+            space, TeamRowFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0}, rows, false, plan,
+            [&](int) { return scratch_bytes(cols); }, label);
       else
-        launch_rows(space, TeamRowFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0}, rows, false, plan,
-                    [](int) { return std::size_t(0); }, label);
+        launch_rows(
+            space, TeamRowFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0}, rows, false, plan,
+            [](int) { return std::size_t(0); }, label);
       break;
     case RowRegime::split: split_row_softmax(space, x, y, op, plan, label); break;
   }

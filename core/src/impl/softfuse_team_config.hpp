@@ -72,13 +72,13 @@ constexpr bool row_cache_pays() {
 // Tunables, in units of what Kokkos reports. Rows of a split group: at most kGroupBytesPerThread bytes per
 // unit of concurrency (GPUs: a resident thread, so a group is a fraction of an L2; host CPUs: a core,
 // so a group stays in the cores' own caches). Packed rows on GPUs: at most kPackedElementsPerLane per lane.
-constexpr std::size_t kGpuGroupBytesPerThread = 96;
+constexpr std::size_t kGpuGroupBytesPerThread  = 96;
 constexpr std::size_t kHostGroupBytesPerThread = std::size_t(1) << 18;
-constexpr std::int64_t kPackedElementsPerLane = 32;
-constexpr int kGpuRowThreads = 256;  // threads of a packed or split team on GPUs
-constexpr int kGpuSplitWaves = 4;    // split teams per group: this many times what fills the GPU
-constexpr int kGpuStreamThreads = 1024;       // threads of a team streaming an uncached row
-constexpr int kGpuStreamRowsPerThread = 4;    // stream rows when rows x threads >= concurrency / this
+constexpr std::int64_t kPackedElementsPerLane  = 32;
+constexpr int kGpuRowThreads                   = 256;   // threads of a packed or split team on GPUs
+constexpr int kGpuSplitWaves                   = 4;     // split teams per group: this many times what fills the GPU
+constexpr int kGpuStreamThreads                = 1024;  // threads of a team streaming an uncached row
+constexpr int kGpuStreamRowsPerThread          = 4;     // stream rows when rows x threads >= concurrency / this
 
 /// The team size to launch: the plan's, within what the backend allows for the functor (`max_team`),
 /// rounded down to a power of two. team_size_max can be any count of warps (a functor with more registers,
@@ -93,12 +93,12 @@ inline int launch_team_size(int planned, int max_team) {
 enum class RowRegime { packed, team, split };
 
 struct RowPlan {
-  RowRegime regime = RowRegime::packed;
-  int team_size = 1;                       // packed: rows per team; team, split: threads per team
-  int vector_length = 1;                   // packed: lanes per row
-  bool cached = false;                     // packed, team: rows held in team scratch
-  std::int64_t chunk = 0, chunks = 1;      // split: elements per chunk, chunks per row
-  std::int64_t group_rows = 0;             // split: rows per group
+  RowRegime regime   = RowRegime::packed;
+  int team_size      = 1;              // packed: rows per team; team, split: threads per team
+  int vector_length  = 1;              // packed: lanes per row
+  bool cached        = false;          // packed, team: rows held in team scratch
+  std::int64_t chunk = 0, chunks = 1;  // split: elements per chunk, chunks per row
+  std::int64_t group_rows = 0;         // split: rows per group
 };
 
 /// The regime and team shape for rows x cols elements of `elem_bytes` bytes on `space`; `cache` allows
@@ -106,10 +106,10 @@ struct RowPlan {
 template <class ExecSpace, class ScratchBytes>
 RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, std::size_t elem_bytes, bool cache,
                   const ScratchBytes& scratch_bytes) {
-  using policy_type = Kokkos::TeamPolicy<ExecSpace>;
+  using policy_type              = Kokkos::TeamPolicy<ExecSpace>;
   const std::int64_t concurrency = std::max(1, space.concurrency());
-  const std::size_t scratch_max = static_cast<std::size_t>(policy_type(space, 1, 1).scratch_size_max(0));
-  constexpr bool host = is_host_space<ExecSpace>();
+  const std::size_t scratch_max  = static_cast<std::size_t>(policy_type(space, 1, 1).scratch_size_max(0));
+  constexpr bool host            = is_host_space<ExecSpace>();
   RowPlan plan;
   if (host) {
     // One thread per row while there are rows for every thread: one parallel region, no barrier (a row
@@ -125,16 +125,16 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     if (cols <= max_lanes * kPackedElementsPerLane) {
       std::int64_t lanes = 1;
       while (lanes < max_lanes && lanes * 8 < cols) lanes *= 2;
-      plan.regime = RowRegime::packed;
+      plan.regime        = RowRegime::packed;
       plan.vector_length = static_cast<int>(lanes);
-      plan.team_size = static_cast<int>(kGpuRowThreads / lanes);
-      plan.cached = cache && scratch_bytes(plan.team_size * cols) <= scratch_max;
+      plan.team_size     = static_cast<int>(kGpuRowThreads / lanes);
+      plan.cached        = cache && scratch_bytes(plan.team_size * cols) <= scratch_max;
       return plan;
     }
     // One team per cached row where the rows alone fill the GPU about twice over.
     if (cache && scratch_bytes(cols) <= scratch_max && rows * kGpuRowThreads * 2 >= concurrency) {
-      plan.regime = RowRegime::team;
-      plan.cached = true;
+      plan.regime    = RowRegime::team;
+      plan.cached    = true;
       std::int64_t t = 64;
       while (t < kGpuRowThreads && t * 8 < cols) t *= 2;
       plan.team_size = static_cast<int>(t);
@@ -145,27 +145,28 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     // faster than the split regime, whose per-group launches cost more than its second read from L2 saves,
     // from 128 rows of 1M columns up; the split regime wins for fewer rows (32 x 8M, 1 x 33M).
     if (rows * kGpuStreamThreads * kGpuStreamRowsPerThread >= concurrency) {
-      plan.regime = RowRegime::team;
-      plan.cached = false;
+      plan.regime    = RowRegime::team;
+      plan.cached    = false;
       plan.team_size = kGpuStreamThreads;
       return plan;
     }
   }
   // Split: groups of whole rows within the cache budget; each group's chunks fill the machine.
-  plan.regime = RowRegime::split;
-  plan.team_size = host ? 1 : kGpuRowThreads;
+  plan.regime                    = RowRegime::split;
+  plan.team_size                 = host ? 1 : kGpuRowThreads;
   const std::int64_t group_elems = std::max<std::int64_t>(
       1, concurrency * static_cast<std::int64_t>(host ? kHostGroupBytesPerThread : kGpuGroupBytesPerThread) /
              static_cast<std::int64_t>(elem_bytes));
   plan.group_rows = std::min(rows, std::max<std::int64_t>(1, group_elems / cols));
-  const std::int64_t teams = host ? concurrency : kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads);
+  const std::int64_t teams =
+      host ? concurrency : kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads);
   const std::int64_t per_row = std::max<std::int64_t>(1, teams / plan.group_rows);
   // at least two blocks per thread: a team has its partial to join and store besides
   const std::int64_t unit = 2 * plan.team_size * row_block_size<ExecSpace, true>();
-  std::int64_t chunk = (cols + per_row - 1) / per_row;
-  chunk = std::max(unit, (chunk + unit - 1) / unit * unit);
-  plan.chunk = chunk;
-  plan.chunks = (cols + chunk - 1) / chunk;
+  std::int64_t chunk      = (cols + per_row - 1) / per_row;
+  chunk                   = std::max(unit, (chunk + unit - 1) / unit * unit);
+  plan.chunk              = chunk;
+  plan.chunks             = (cols + chunk - 1) / chunk;
   return plan;
 }
 

@@ -11,23 +11,24 @@
 #include <string>
 #include <type_traits>
 
-#define SOFTFUSE_IMPL_CHECK_SPACE(FUNCTION, SPACE) \
-  static_assert(Kokkos::is_execution_space<SPACE>::value, FUNCTION ": the first argument must be a Kokkos execution space")
+#define SOFTFUSE_IMPL_CHECK_SPACE(FUNCTION, SPACE)        \
+  static_assert(Kokkos::is_execution_space<SPACE>::value, \
+                FUNCTION ": the first argument must be a Kokkos execution space")
 
 // VIEW must be a View of rank RANK, of float or double, accessible from SPACE.
-#define SOFTFUSE_IMPL_CHECK_VIEW(FUNCTION, SPACE, VIEW, NAME, RANK)                                          \
-  static_assert(Kokkos::is_view<VIEW>::value, FUNCTION ": " NAME " must be a Kokkos::View");               \
+#define SOFTFUSE_IMPL_CHECK_VIEW(FUNCTION, SPACE, VIEW, NAME, RANK)                                         \
+  static_assert(Kokkos::is_view<VIEW>::value, FUNCTION ": " NAME " must be a Kokkos::View");                \
   static_assert(static_cast<int>(VIEW::rank) == RANK, FUNCTION ": " NAME " must be a rank-" #RANK " View"); \
-  static_assert(std::is_same<typename VIEW::non_const_value_type, float>::value ||                         \
-                    std::is_same<typename VIEW::non_const_value_type, double>::value,                      \
-                FUNCTION ": " NAME " must hold float or double");                                          \
-  static_assert(Kokkos::SpaceAccessibility<SPACE, typename VIEW::memory_space>::accessible,                \
+  static_assert(std::is_same<typename VIEW::non_const_value_type, float>::value ||                          \
+                    std::is_same<typename VIEW::non_const_value_type, double>::value,                       \
+                FUNCTION ": " NAME " must hold float or double");                                           \
+  static_assert(Kokkos::SpaceAccessibility<SPACE, typename VIEW::memory_space>::accessible,                 \
                 FUNCTION ": " NAME "'s memory space is not accessible from the execution space")
 
 // An output View: as above, and writable, with the value type of REF.
-#define SOFTFUSE_IMPL_CHECK_OUTPUT_VIEW(FUNCTION, SPACE, VIEW, NAME, RANK, REF)                             \
-  SOFTFUSE_IMPL_CHECK_VIEW(FUNCTION, SPACE, VIEW, NAME, RANK);                                             \
-  static_assert(!std::is_const<typename VIEW::value_type>::value, FUNCTION ": " NAME " must not be const"); \
+#define SOFTFUSE_IMPL_CHECK_OUTPUT_VIEW(FUNCTION, SPACE, VIEW, NAME, RANK, REF)                               \
+  SOFTFUSE_IMPL_CHECK_VIEW(FUNCTION, SPACE, VIEW, NAME, RANK);                                                \
+  static_assert(!std::is_const<typename VIEW::value_type>::value, FUNCTION ": " NAME " must not be const");   \
   static_assert(std::is_same<typename VIEW::non_const_value_type, typename REF::non_const_value_type>::value, \
                 FUNCTION ": " NAME " must have the same value type as the inputs")
 
@@ -57,12 +58,12 @@ void require_extents(bool ok, const char* function, const char* message, const c
 /// (contiguous rows), every other layout as LayoutStride.
 template <class View, bool Const>
 struct Normalized {
-  using scalar = std::conditional_t<Const, const typename View::non_const_value_type,
-                                    typename View::non_const_value_type>;
+  using scalar =
+      std::conditional_t<Const, const typename View::non_const_value_type, typename View::non_const_value_type>;
   using layout = std::conditional_t<std::is_same<typename View::array_layout, Kokkos::LayoutRight>::value,
                                     Kokkos::LayoutRight, Kokkos::LayoutStride>;
-  using type = Kokkos::View<std::conditional_t<static_cast<int>(View::rank) == 1, scalar*, scalar**>,
-                            layout, typename View::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using type   = Kokkos::View<std::conditional_t<static_cast<int>(View::rank) == 1, scalar*, scalar**>, layout,
+                            typename View::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 };
 
 template <class View>

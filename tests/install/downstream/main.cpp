@@ -23,8 +23,8 @@ int main(int argc, char* argv[]) {
       for (int j = 0; j < cols; ++j)
         if (std::abs(hy(i, j) - std::exp(hx(i, j) - m) / s) > 1e-12) ++failures;
     }
-    std::printf("downstream: softfuse %d.%d.%d on %s, %d mismatches\n", SOFTFUSE_VERSION_MAJOR,
-                SOFTFUSE_VERSION_MINOR, SOFTFUSE_VERSION_PATCH, Kokkos::DefaultExecutionSpace::name(), failures);
+    std::printf("downstream: softfuse %d.%d.%d on %s, %d mismatches\n", SOFTFUSE_VERSION_MAJOR, SOFTFUSE_VERSION_MINOR,
+                SOFTFUSE_VERSION_PATCH, Kokkos::DefaultExecutionSpace::name(), failures);
   }
   Kokkos::finalize();
   return failures == 0 ? 0 : 1;

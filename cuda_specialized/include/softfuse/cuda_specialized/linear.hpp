@@ -32,12 +32,12 @@ namespace cuda_specialized {
 enum class GemmPrecision { fp32, tf32, tf32x3 };
 
 struct LinearOperands {
-  const float* x;         // [batch, in], row pitch ldx >= in
+  const float* x;  // [batch, in], row pitch ldx >= in
   std::int64_t ldx;
-  const float* weight;    // [out, in], row pitch ldw >= in (the reference framework's storage)
+  const float* weight;  // [out, in], row pitch ldw >= in (the reference framework's storage)
   std::int64_t ldw;
-  const float* bias;      // [out], contiguous
-  float* y;               // [batch, out], row pitch ldy >= out; must not overlap the inputs
+  const float* bias;  // [out], contiguous
+  float* y;           // [batch, out], row pitch ldy >= out; must not overlap the inputs
   std::int64_t ldy;
   std::int64_t batch, in, out;
   GemmPrecision precision;
@@ -49,15 +49,15 @@ struct LinearOperands {
 };
 
 struct BatchNormOperands {
-  const float* gamma;     // [out]
-  const float* beta;      // [out]
-  float* running_mean;    // [out], updated in training mode
-  float* running_var;     // [out], updated in training mode (unbiased batch variance)
-  const float* scale;     // [1] or [out]
+  const float* gamma;   // [out]
+  const float* beta;    // [out]
+  float* running_mean;  // [out], updated in training mode
+  float* running_var;   // [out], updated in training mode (unbiased batch variance)
+  const float* scale;   // [1] or [out]
   std::int64_t scale_size;
   bool training;
   double eps, momentum;
-  float* workspace;       // 2 * out floats, or nullptr (then allocated and freed on the stream)
+  float* workspace;  // 2 * out floats, or nullptr (then allocated and freed on the stream)
 };
 
 // True when the fused kernels can run on `device` (as softmax_available). Never throws.
@@ -68,14 +68,13 @@ std::int64_t linear_max_out(int device);
 
 // split[o, 0:in] = low parts, split[o, in:2*in] = high parts of weight[o, :] (TF32, round to
 // nearest). 2 * out * in floats, pitch ld_split >= 2 * in. Asynchronous on `stream`.
-void split_weight_tf32x3(const float* weight, std::int64_t ldw, std::int64_t out, std::int64_t in,
-                         float* split, std::int64_t ld_split, cudaStream_t stream);
+void split_weight_tf32x3(const float* weight, std::int64_t ldw, std::int64_t out, std::int64_t in, float* split,
+                         std::int64_t ld_split, cudaStream_t stream);
 
 // Asynchronous on `stream`; batch, in, out >= 0 (in = 0 gives logits = bias).
 void linear_gelu_softmax(const LinearOperands& op, bool exact_gelu, cudaStream_t stream);
 // Training mode needs batch >= 2.
-void linear_batchnorm_softmax(const LinearOperands& op, const BatchNormOperands& bn,
-                              cudaStream_t stream);
+void linear_batchnorm_softmax(const LinearOperands& op, const BatchNormOperands& bn, cudaStream_t stream);
 
 }  // namespace cuda_specialized
 }  // namespace softfuse

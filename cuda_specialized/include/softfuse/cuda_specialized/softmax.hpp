@@ -36,10 +36,10 @@ bool softmax_available(int device);
 // overlap is not. Asynchronous on `stream`. Throws std::invalid_argument on bad extents and
 // std::runtime_error carrying the CUDA error string (prefixed
 // "softfuse::cuda_specialized::softmax: ") if a query or a launch fails.
-void softmax(const float* x, std::int64_t ldx, float* y, std::int64_t ldy, std::int64_t rows,
-             std::int64_t cols, cudaStream_t stream);
-void softmax(const double* x, std::int64_t ldx, double* y, std::int64_t ldy, std::int64_t rows,
-             std::int64_t cols, cudaStream_t stream);
+void softmax(const float* x, std::int64_t ldx, float* y, std::int64_t ldy, std::int64_t rows, std::int64_t cols,
+             cudaStream_t stream);
+void softmax(const double* x, std::int64_t ldx, double* y, std::int64_t ldy, std::int64_t rows, std::int64_t cols,
+             cudaStream_t stream);
 
 }  // namespace cuda_specialized
 }  // namespace softfuse
