@@ -61,7 +61,7 @@ def main():
     ax.set_ylabel("time per call, ms (median)")
     ax.set_ylim(0, max(ms for _, bars in groups for _, ms, _ in bars) * 1.18)
     ax.set_title(f"Fused layers, batch 1024 × in 8192 × out 8192, {json.load(open(a.fused))['device']} "
-                 f"(torch {th.get('torch', '?')}, same device session)", fontsize=10)
+                 f"(torch {th.get('torch', '?')}, same run on the same device)", fontsize=10)
     ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.07))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

@@ -11,7 +11,7 @@ read + written (2 * rows * cols * 4). Writes JSON to --json. Compare with
     OMP_NUM_THREADS=16 OMP_PROC_BIND=spread OMP_PLACES=threads build/perf/softfuse_bench_softmax
     OMP_NUM_THREADS=16 OMP_PROC_BIND=spread OMP_PLACES=threads build/perf/softfuse_bench_fused
 
-built with the OpenMP backend, in the same session.
+built with the OpenMP backend, on the same machine in the same run.
 
     python3 perf/torch_baseline/cpu_torch.py --json torch_cpu.json [--threads 16]
 """
