@@ -9,7 +9,7 @@ Wall time around each call (3 warm-ups, median of --iters), x uniform in [0, 1).
 read + written (2 * rows * cols * 4). Writes JSON to --json. Compare with
 
     OMP_NUM_THREADS=16 OMP_PROC_BIND=spread OMP_PLACES=threads build/perf/softfuse_bench_softmax
-    OMP_NUM_THREADS=16 OMP_PROC_BIND=spread OMP_PLACES=threads build/perf/softfuse_bench_fused
+    OMP_NUM_THREADS=16 OMP_PROC_BIND=spread OMP_PLACES=threads build/perf/softfuse_bench_linear
 
 built with the OpenMP backend, on the same machine in the same run.
 
@@ -26,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from fused_torch import LinearBatchNormSoftmax, LinearGeluSoftmax  # noqa: E402
+from linear_torch import LinearBatchNormSoftmax, LinearGeluSoftmax  # noqa: E402
 
 SOFTMAX_SHAPES = [(4096, 65536), (65536, 1024), (64, 1048576)]
 FUSED_SHAPES = [(1024, 8192, 8192), (256, 4096, 4096)]
