@@ -101,7 +101,8 @@ void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, boo
 }
 
 /// y(i, :) = softmax(op(j, x(i, j))) for every row, asynchronously on `space`, except the split regime, whose
-/// per-call workspace View is freed on return (on CUDA a cudaFree, which waits for the device); x may be y. Rows are held in team scratch where they fit and `cache` allows.
+/// per-call workspace View is freed on return (on CUDA a cudaFree, which waits for the device); x may be y. Rows are
+/// held in team scratch where they fit and `cache` allows.
 template <class ExecSpace, class XView, class YView, class Op>
 void row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, bool cache, const char* label) {
   using T                 = typename YView::non_const_value_type;
