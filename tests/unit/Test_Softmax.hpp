@@ -100,6 +100,46 @@ void run_special_values() {
 TEST_F(TestCategory, softmax_special_values_float) { run_special_values<float>(); }
 TEST_F(TestCategory, softmax_special_values_double) { run_special_values<double>(); }
 
+// Differences x - max at the row exponential's edges: around its flush threshold (-87 float, -708 double),
+// where results turn denormal (-87.3 / -708.4) and vanish (-103.3 / -745.1), in the row itself and between
+// stretches of the row (the host pass takes exp against a stretch's maximum, then scales the stretch by
+// exp(stretch maximum - row maximum)): rows of stretches of 1000 elements, each with its own maximum at one
+// of those distances below the row's; stretches of -inf, NaN and +inf late in a row, rows of -inf, of one
+// element, and of two elements at an edge's distance.
+template <class T>
+void run_exponent_edges() {
+  const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+  const std::vector<double> edges =
+      sizeof(T) == 4
+          ? std::vector<double>{-1, -30, -60, -69, -86.9, -87, -87.1, -87.34, -88, -103, -103.3, -104, -150}
+          : std::vector<double>{-1, -300, -690, -700, -707.9, -708, -708.1, -708.4, -709, -744, -745.1, -746, -800};
+  for (std::size_t cols : {std::size_t(1), std::size_t(2), std::size_t(65), std::size_t(4099), std::size_t(20011)}) {
+    const std::size_t rows = 8, stretch = 1000;
+    auto v   = random_values<T>(rows * cols, -1.0, 0.0, cols);
+    auto row = [&](std::size_t i) { return v.begin() + i * cols; };
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) {
+        // stretch k sits edges[k] below the row maximum 0; within it, one element on each edge below that
+        const std::size_t k = (j / stretch + i) % edges.size();
+        const double base = j < stretch ? 0.0 : edges[k], within = j % 7 == 3 ? edges[(j / 7) % edges.size()] : 0.0;
+        row(i)[j] = static_cast<T>(base + (within != 0.0 ? within : static_cast<double>(row(i)[j])));
+      }
+    for (std::size_t i = 0; i < rows; ++i) row(i)[(i * 31) % cols] = 0;  // the row maximum, exactly 0
+    const std::size_t late = cols - 1 - cols / 5;
+    std::fill(row(1) + late, row(1) + cols, -inf);  // a stretch of -inf: zeros there
+    row(2)[late] = nan;                             // NaN late in the row -> NaN row
+    row(3)[late] = inf;                             // +inf late in the row -> NaN row
+    std::fill(row(4), row(5), -inf);                // all -inf -> NaN row
+    if (cols == 2) row(5)[0] = 0, row(5)[1] = static_cast<T>(edges[6]), row(6)[0] = static_cast<T>(edges[10]);
+    for (bool in_place : {false, true}) {
+      run_case<T, Kokkos::LayoutRight>(rows, cols, v, in_place);
+      run_case<T, Kokkos::LayoutStride>(rows, cols, v, in_place);
+    }
+  }
+}
+TEST_F(TestCategory, softmax_exponent_edges_float) { run_exponent_edges<float>(); }
+TEST_F(TestCategory, softmax_exponent_edges_double) { run_exponent_edges<double>(); }
+
 TEST_F(TestCategory, softmax_empty) {
   run_case<float, Kokkos::LayoutRight>(0, 5, {}, false);
   run_case<float, Kokkos::LayoutRight>(0, 0, {}, false);

@@ -17,10 +17,10 @@
 namespace softfuse {
 namespace Impl {
 
-KOKKOS_INLINE_FUNCTION float row_exp(const float x) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
-  return Impl::exp(x);
-#else
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
+/// exp(x) on the host, without special cases: exact to the bounds above for x in [-87, 88] (float) and
+/// [-708, 709] (double), any value elsewhere (NaN for NaN).
+inline float row_exp_in_range(const float x) {
   // k = round(x / ln2) by the 1.5 * 2^23 trick: the sum's low mantissa bits hold k as an integer.
   const float shifted = x * 1.44269504088896341f + 12582912.0f;
   const float k       = shifted - 12582912.0f;
@@ -32,12 +32,47 @@ KOKKOS_INLINE_FUNCTION float row_exp(const float x) {
   p                   = p * r + 1.6666665459e-1f;
   p                   = p * r + 5.0000001201e-1f;
   p                   = p * r * r + r + 1.0f;
-  std::uint32_t k_bits, x_bits, e_bits;
+  std::uint32_t k_bits;
   std::memcpy(&k_bits, &shifted, sizeof k_bits);
-  const std::uint32_t scale_bits = (k_bits - 0x4B400000u + 127u) << 23;  // 2^k (garbage where masked below)
+  const std::uint32_t scale_bits = (k_bits - 0x4B400000u + 127u) << 23;  // 2^k (garbage out of range)
   float scale;
   std::memcpy(&scale, &scale_bits, sizeof scale);
-  const float e = p * scale;
+  return p * scale;
+}
+
+inline double row_exp_in_range(const double x) {
+  // k = round(x / ln2) by the 1.5 * 2^52 trick; ln2 split so that k * ln2_hi is exact.
+  const double shifted = x * 1.4426950408889634 + 6755399441055744.0;
+  const double k       = shifted - 6755399441055744.0;
+  const double r       = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+  double p             = 1.0 / 6227020800;
+  p                    = p * r + 1.0 / 479001600;
+  p                    = p * r + 1.0 / 39916800;
+  p                    = p * r + 1.0 / 3628800;
+  p                    = p * r + 1.0 / 362880;
+  p                    = p * r + 1.0 / 40320;
+  p                    = p * r + 1.0 / 5040;
+  p                    = p * r + 1.0 / 720;
+  p                    = p * r + 1.0 / 120;
+  p                    = p * r + 1.0 / 24;
+  p                    = p * r + 1.0 / 6;
+  p                    = p * r + 0.5;
+  p                    = p * r * r + r + 1.0;
+  std::uint64_t k_bits;
+  std::memcpy(&k_bits, &shifted, sizeof k_bits);
+  const std::uint64_t scale_bits = (k_bits - 0x4338000000000000ull + 1023u) << 52;  // 2^k (garbage out of range)
+  double scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
+}
+#endif
+
+KOKKOS_INLINE_FUNCTION float row_exp(const float x) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
+  return Impl::exp(x);
+#else
+  const float e = row_exp_in_range(x);
+  std::uint32_t x_bits, e_bits;
   std::memcpy(&x_bits, &x, sizeof x_bits);
   std::memcpy(&e_bits, &e, sizeof e_bits);
   // Special cases as bit masks, not branches: a branch makes the compiler keep the floating-point
@@ -57,29 +92,8 @@ KOKKOS_INLINE_FUNCTION double row_exp(const double x) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
   return Impl::exp(x);
 #else
-  // k = round(x / ln2) by the 1.5 * 2^52 trick; ln2 split so that k * ln2_hi is exact.
-  const double shifted = x * 1.4426950408889634 + 6755399441055744.0;
-  const double k       = shifted - 6755399441055744.0;
-  const double r       = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-  double p             = 1.0 / 6227020800;
-  p                    = p * r + 1.0 / 479001600;
-  p                    = p * r + 1.0 / 39916800;
-  p                    = p * r + 1.0 / 3628800;
-  p                    = p * r + 1.0 / 362880;
-  p                    = p * r + 1.0 / 40320;
-  p                    = p * r + 1.0 / 5040;
-  p                    = p * r + 1.0 / 720;
-  p                    = p * r + 1.0 / 120;
-  p                    = p * r + 1.0 / 24;
-  p                    = p * r + 1.0 / 6;
-  p                    = p * r + 0.5;
-  p                    = p * r * r + r + 1.0;
-  std::uint64_t k_bits, x_bits, e_bits;
-  std::memcpy(&k_bits, &shifted, sizeof k_bits);
-  const std::uint64_t scale_bits = (k_bits - 0x4338000000000000ull + 1023u) << 52;  // 2^k (masked below)
-  double scale;
-  std::memcpy(&scale, &scale_bits, sizeof scale);
-  const double e = p * scale;
+  const double e = row_exp_in_range(x);
+  std::uint64_t x_bits, e_bits;
   std::memcpy(&x_bits, &x, sizeof x_bits);
   std::memcpy(&e_bits, &e, sizeof e_bits);
   const std::uint64_t nan  = 0u - static_cast<std::uint64_t>((x_bits & 0x7fffffffffffffffull) > 0x7ff0000000000000ull);
@@ -90,6 +104,18 @@ KOKKOS_INLINE_FUNCTION double row_exp(const double x) {
   double out;
   std::memcpy(&out, &out_bits, sizeof out);
   return out;
+#endif
+}
+
+/// row_exp(x) for x <= 0 or NaN (x - max in the row passes), the same values with fewer instructions on
+/// the host: only the flush below -87 / -708 to handle (NaN stays NaN through the polynomial).
+template <class T>
+KOKKOS_INLINE_FUNCTION T row_exp_nonpositive(const T x) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
+  return Impl::exp(x);
+#else
+  const T e = row_exp_in_range(x);
+  return x < (sizeof(T) == 4 ? T(-87) : T(-708)) ? T(0) : e;
 #endif
 }
 

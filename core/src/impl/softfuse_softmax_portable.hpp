@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "softfuse_host_row_pass.hpp"
 #include "softfuse_row_pass.hpp"
 #include "softfuse_row_split.hpp"
 #include "softfuse_team_config.hpp"
@@ -43,6 +44,7 @@ struct PackedRowsFunctor {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](const std::int64_t r) {
       const auto x_row = Kokkos::subview(x, base + r, Kokkos::ALL);
       const auto y_row = Kokkos::subview(y, base + r, Kokkos::ALL);
+      if constexpr (is_host_space<ExecSpace>()) return host_row_softmax<T>(x_row, y_row, op);  // one exp per element
       const VectorWorkers<member_type> workers{team, lanes};
       if constexpr (Cached)
         row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(

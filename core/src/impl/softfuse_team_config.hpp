@@ -116,8 +116,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     // beyond a core's cache is read back from the shared last-level cache or memory; measured faster than
     // splitting it, whose two regions per group wait for every thread).
     if (rows >= concurrency) {
-      plan.regime = RowRegime::packed;
-      plan.cached = cache && scratch_bytes(cols) <= scratch_max;
+      plan.regime = RowRegime::packed;  // no team scratch: the host row pass keeps its exponentials in y
       return plan;
     }
   } else {
