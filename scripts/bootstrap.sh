@@ -11,7 +11,10 @@
 #   Kokkos 3.4.01 and Kokkos Kernels 3.4.01, from Debian's trilinos 13.2.0-4
 #   source package (online) or from a bundle made by scripts/pack_gpu_bundle.sh
 #   (--offline), patched with scripts/patches/{kokkos,kokkos-kernels}/*.patch.
-#     openmp: Kokkos OpenMP+Serial, Kokkos Kernels with the host BLAS TPL (OpenBLAS).
+#     openmp: Kokkos OpenMP+Serial, Kokkos Kernels with the host BLAS TPL: OpenBLAS built with
+#             OpenMP (Debian's libopenblas0-openmp; offline: the bundle's copy), so that its GEMM
+#             runs on the same OpenMP threads as Kokkos instead of a pthread pool of its own
+#             competing with them.
 #     cuda:   Kokkos CUDA+OpenMP+Serial for one GPU architecture, CXX = Kokkos'
 #             nvcc_wrapper, Kokkos Kernels with the cuBLAS TPL.
 #   GoogleTest and Google Benchmark, only where the system has none
@@ -20,6 +23,7 @@
 # Environment:
 #   SOFTFUSE_DEPS_DIR   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/softfuse)
 #   SOFTFUSE_JOBS       parallel build jobs (default: nproc)
+#   SOFTFUSE_BLAS_LIBRARIES  the BLAS library to link instead of the OpenMP OpenBLAS (openmp backend)
 #   SOFTFUSE_KK_ETI     none (default) | minimal: pre-instantiate Kokkos Kernels for
 #                       float+double, LayoutRight, int ordinal, size_t offset on the
 #                       backend's device. The TPL (OpenBLAS/cuBLAS) gemm path needs
@@ -36,13 +40,14 @@
 #   host/{googletest,benchmark}   test libraries (only when built here)
 #   <config>/{kokkos,kokkos-kernels}   install prefixes; <config> = openmp | cuda-hopper90 | cuda-ampere80
 #   <config>/build/          build trees and logs
+#   openblas-openmp/lib      OpenBLAS (OpenMP) and its run-time libraries from the bundle (offline)
 #   <config>/deps.cmake      the file whose path is printed last on stdout
 #
 # Progress goes to stderr; stdout carries only the deps.cmake path (last line).
 set -Eeuo pipefail
 
 readonly BOOTSTRAP_VERSION=1
-readonly KOKKOS_VERSION=3.4.01
+readonly KOKKOS_VERSION=3.4.01 OPENBLAS_VERSION=0.3.21
 readonly TRILINOS_PKG=trilinos TRILINOS_DEB_VERSION=13.2.0-4 TRILINOS_UPSTREAM=13.2.0
 readonly BENCHMARK_PKG=benchmark BENCHMARK_DEB_VERSION=1.7.1-1 BENCHMARK_UPSTREAM=1.7.1
 
@@ -240,7 +245,7 @@ ensure_host_packages() {
   local want=() missing=() p
   [[ $MODE == fetch ]] && want+=(googletest)
   if [[ $MODE == build ]]; then
-    [[ $BACKEND == openmp ]] && want+=(libopenblas-dev)
+    [[ $BACKEND == openmp ]] && want+=(libopenblas-openmp-dev)
     want+=(googletest libgtest-dev libbenchmark-dev)
   fi
   for p in "${want[@]}"; do is_installed "$p" || missing+=("$p"); done
@@ -508,10 +513,9 @@ if [[ $BACKEND == openmp ]]; then
   HOST_ARCH=$(host_arch)
   [[ $HOST_ARCH == none ]] || KOKKOS_ARGS+=("-DKokkos_ARCH_${HOST_ARCH}=ON")
   KK_CXX=$HOST_CXX
-  BLAS_LIBS=${SOFTFUSE_BLAS_LIBRARIES:-openblas}
+  BLAS_LIBS=${SOFTFUSE_BLAS_LIBRARIES:-}  # default: the OpenMP OpenBLAS (below)
   KK_ARGS+=(-DCMAKE_CXX_COMPILER="$KK_CXX"
-            -DKokkosKernels_ENABLE_TPL_BLAS=ON -DBLAS_LIBRARIES="$BLAS_LIBS"
-            -DKokkosKernels_ENABLE_TPL_LAPACK=ON -DLAPACK_LIBRARIES="$BLAS_LIBS"
+            -DKokkosKernels_ENABLE_TPL_BLAS=ON -DKokkosKernels_ENABLE_TPL_LAPACK=ON
             # OpenBLAS/gfortran symbol convention (dgemm_); spares KK a Fortran compiler.
             "-DF77_BLAS_MANGLE=(name,NAME) name ## _"
             -DKokkosKernels_INST_MEMSPACE_HOSTSPACE="$ETI_ON"
@@ -536,16 +540,40 @@ else
   DEVICE_DESC="Cuda($ARCH)+OpenMP+Serial"
 fi
 
-have_openblas() {
-  local f
-  for f in /usr/lib/*/libopenblas.so /usr/lib/libopenblas.so /usr/lib64/libopenblas.so \
-           /usr/local/lib/libopenblas.so /usr/local/lib64/libopenblas.so; do
-    [[ -e $f ]] && return 0
+# The OpenMP build of OpenBLAS: Debian's multiarch folder, or the bundle's copy extracted into the cache
+# (its libgfortran and libquadmath with it: the GPU machine may have none). BLAS_RUNTIME_DIR: where the
+# binaries find those at run time (on LD_LIBRARY_PATH where it is not a system folder).
+openblas_openmp_dir() {
+  local d
+  if [[ -n $OFFLINE ]]; then
+    local tarball=$OFFLINE/openblas-openmp-$OPENBLAS_VERSION.tar.gz key
+    [[ -f $tarball ]] || return 0
+    key=$(hash16 <"$tarball")
+    d=$ROOT/openblas-openmp
+    if ! stamp_ok "$d/.stamp" "$key"; then
+      rm -rf "$d" "$d.tmp"; mkdir -p "$d.tmp"
+      tar -xzf "$tarball" -C "$d.tmp" || die "extracting $tarball failed"
+      echo "$key" >"$d.tmp/.stamp"; mv "$d.tmp" "$d"
+    fi
+    echo "$d/lib"
+    return 0
+  fi
+  for d in /usr/lib/*/openblas-openmp /usr/lib64/openblas-openmp; do
+    [[ -e $d/libopenblas.so ]] && { echo "$d"; return 0; }
   done
-  return 1
 }
-if [[ $BACKEND == openmp && -z ${SOFTFUSE_BLAS_LIBRARIES:-} ]] && ! have_openblas; then
-  die "OpenBLAS not found (libopenblas.so): install libopenblas-dev, or set SOFTFUSE_BLAS_LIBRARIES to the BLAS library to link"
+BLAS_RUNTIME_DIR=""
+if [[ $BACKEND == openmp ]]; then
+  if [[ -n ${SOFTFUSE_BLAS_LIBRARIES:-} ]]; then
+    KK_ARGS+=(-DBLAS_LIBRARIES="$BLAS_LIBS" -DLAPACK_LIBRARIES="$BLAS_LIBS")
+  else
+    BLAS_DIR=$(openblas_openmp_dir)
+    [[ -n $BLAS_DIR ]] || die "OpenBLAS built with OpenMP not found: install libopenblas-openmp-dev (offline: the bundle's openblas-openmp-$OPENBLAS_VERSION.tar.gz), or set SOFTFUSE_BLAS_LIBRARIES to the BLAS library to link"
+    KK_ARGS+=(-DBLAS_LIBRARIES=openblas -DBLAS_LIBRARY_DIRS="$BLAS_DIR"
+              -DLAPACK_LIBRARIES=openblas -DLAPACK_LIBRARY_DIRS="$BLAS_DIR")
+    BLAS_LIBS="$BLAS_DIR/libopenblas.so"
+    [[ -z $OFFLINE ]] || BLAS_RUNTIME_DIR=$BLAS_DIR
+  fi
 fi
 
 KOKKOS_KEY=$( { echo "v$BOOTSTRAP_VERSION kokkos $KOKKOS_SRC $HOST_CXX_ID $NVCC_ID"; printf '%s\n' "${KOKKOS_ARGS[@]}"; } | hash16)
@@ -593,6 +621,10 @@ DEPS=$CFG_DIR/deps.cmake
     echo "set(CMAKE_CUDA_ARCHITECTURES \"$CUDA_ARCH_NUM\" CACHE STRING \"\")"
   else
     echo "set(CMAKE_CXX_COMPILER \"$HOST_CXX\" CACHE FILEPATH \"\")"
+  fi
+  if [[ -n $BLAS_RUNTIME_DIR ]]; then
+    echo "# Put this folder on LD_LIBRARY_PATH to link and run (the BLAS and its Fortran run time)."
+    echo "set(SOFTFUSE_DEPS_LIBRARY_PATH \"$BLAS_RUNTIME_DIR\" CACHE PATH \"Run-time libraries of the bootstrapped BLAS\")"
   fi
 } >"$DEPS.tmp"
 mv "$DEPS.tmp" "$DEPS"

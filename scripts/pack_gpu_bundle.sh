@@ -13,6 +13,9 @@
 #   kokkos-kernels-3.4.01.tar.gz  Kokkos Kernels, likewise
 #   googletest-1.12.1.tar.gz      from /usr/src/googletest (Debian googletest 1.12.1)
 #   benchmark-1.7.1.tar.gz        Debian's benchmark 1.7.1 orig tarball
+#   openblas-openmp-0.3.21.tar.gz lib/: Debian's OpenBLAS built with OpenMP (libopenblas0-openmp) and the
+#                                 libgfortran5 and libquadmath0 it needs, for the OpenMP-only build of
+#                                 `gpu_run.sh host` (bootstrap.sh --backend openmp --offline)
 #   patches.tar.gz                a copy of scripts/patches (for reference)
 #   MANIFEST.txt                  origins and sha256 sums
 #
@@ -24,7 +27,7 @@ set -Eeuo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/.." && pwd)
 OUT=${1:-$REPO/.gpu_bundle}
-readonly KOKKOS_VERSION=3.4.01 GTEST_VERSION=1.12.1 BENCHMARK_VERSION=1.7.1
+readonly KOKKOS_VERSION=3.4.01 GTEST_VERSION=1.12.1 BENCHMARK_VERSION=1.7.1 OPENBLAS_VERSION=0.3.21
 
 log() { printf '[pack %4ss] %s\n' "$SECONDS" "$*" >&2; }
 die() { printf '\n[pack] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -89,15 +92,31 @@ rtar "$STAGE/out/googletest-$GTEST_VERSION.tar.gz" "$STAGE/gt" "googletest-$GTES
 log "adding Google Benchmark $BENCHMARK_VERSION (Debian orig tarball)"
 cp "$BENCHMARK_TARBALL" "$STAGE/out/benchmark-$BENCHMARK_VERSION.tar.gz"
 
+# The installed Debian library files (bootstrap.sh --backend openmp installs libopenblas-openmp-dev).
+package_file() { # PACKAGE NAME: the path of the file NAME that PACKAGE installed
+  local list
+  list=$(dpkg -L "$1" 2>/dev/null) || die "$1 is not installed (apt-get install $1)"
+  printf '%s\n' "$list" | grep -m1 "/$2\$" || die "$1 installed no $2"
+}
+log "packing OpenBLAS $OPENBLAS_VERSION (OpenMP) with its Fortran run time"
+blas_version=$(dpkg-query -W -f='${Version}' libopenblas0-openmp 2>/dev/null || true)
+[[ $blas_version == "$OPENBLAS_VERSION"* ]] || die "libopenblas0-openmp $OPENBLAS_VERSION is not installed (found '$blas_version')"
+mkdir -p "$STAGE/blas/lib"
+cp -L "$(package_file libopenblas0-openmp openblas-openmp/libopenblas.so.0)" "$STAGE/blas/lib/libopenblas.so.0"
+ln -s libopenblas.so.0 "$STAGE/blas/lib/libopenblas.so"
+cp -L "$(package_file libgfortran5 libgfortran.so.5)" "$(package_file libquadmath0 libquadmath.so.0)" "$STAGE/blas/lib/"
+rtar "$STAGE/out/openblas-openmp-$OPENBLAS_VERSION.tar.gz" "$STAGE/blas" lib
+
 rtar "$STAGE/out/patches.tar.gz" "$SCRIPT_DIR" patches
 
 {
   echo "softfuse GPU bundle (made by scripts/pack_gpu_bundle.sh)"
-  echo "use: bash scripts/bootstrap.sh --backend cuda --offline <this dir>"
+  echo "use: bash scripts/bootstrap.sh --backend cuda|openmp --offline <this dir>"
   echo
   echo "kokkos-$KOKKOS_VERSION.tar.gz, kokkos-kernels-$KOKKOS_VERSION.tar.gz: packages/kokkos{,-kernels} of Debian source package trilinos 13.2.0-4 (pristine, docs/tests/examples removed)"
   echo "googletest-$GTEST_VERSION.tar.gz: /usr/src/googletest of Debian package googletest $(dpkg-query -W -f='${Version}' googletest 2>/dev/null || echo '?')"
   echo "benchmark-$BENCHMARK_VERSION.tar.gz: $(basename "$BENCHMARK_TARBALL") of Debian source package benchmark 1.7.1-1"
+  echo "openblas-openmp-$OPENBLAS_VERSION.tar.gz: libopenblas.so.0 of Debian package libopenblas0-openmp $blas_version, libgfortran.so.5 of libgfortran5 $(dpkg-query -W -f='${Version}' libgfortran5), libquadmath.so.0 of libquadmath0 $(dpkg-query -W -f='${Version}' libquadmath0)"
   echo "patches.tar.gz: copy of scripts/patches (bootstrap.sh applies the repository's own copy)"
   echo
   (cd "$STAGE/out" && sha256sum -- *.tar.gz)
