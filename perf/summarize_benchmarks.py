@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Condense Google Benchmark JSON from the softfuse benchmarks into the results file committed under
-perf/results/: date, device, command, commit, and per benchmark the median time and the counters
+perf/results/: date, device, machine (host name, CPUs, the Kokkos concurrency), command, commit, and per benchmark the median time and the counters
 (GB/s or TFLOP/s, and the same-run baseline's).
 
     python3 perf/summarize_benchmarks.py --command "…" --commit abc123 bench_softmax.json [...] > out.json
@@ -23,6 +23,9 @@ def main():
         ctx = data.get("context", {})
         out.setdefault("date", ctx.get("date"))
         out.setdefault("device", ctx.get("device"))
+        out.setdefault("machine", ctx.get("host_name"))
+        out.setdefault("num_cpus", ctx.get("num_cpus"))
+        out.setdefault("concurrency", ctx.get("concurrency"))
         out.setdefault("execution_space", ctx.get("execution_space"))
         out.setdefault("kokkos_version", ctx.get("kokkos_version"))
         for b in data.get("benchmarks", []):

@@ -13,10 +13,13 @@
 # runs of `softfuse --distributed` (each GPU holding a 4096 x 393216 softmax shard, 1024 rows of the
 # 1024 x 8192 x 8192 BatchNorm layer, 8192 features of the GELU layer) on 1, 2 (and 4) GPUs, and writes
 # distributed_scaling.json (perf/distributed_scaling.py: per-step medians, efficiency against one GPU).
-# host times the host path instead: the softmax benchmark on the host execution space (OpenMP, one
-# thread per core, --host: 4096x65536, 65536x1024, 64x1048576 against a parallel copy) and the reference
-# framework on the CPU with as many threads (perf/torch_baseline/cpu_torch.py: the same softmax shapes and
-# the fused layers), into bench_softmax_host.json and torch_cpu.json.
+# host times the host path instead, built without CUDA (Kokkos OpenMP+Serial, Kokkos Kernels on the bundle's
+# OpenMP OpenBLAS, in build/openmp-host): the softmax benchmark (one OpenMP thread per core, bound:
+# 4096x65536, 65536x1024, 64x1048576 against a parallel copy), the fused layers with the host GEMM alone
+# (1024x8192x8192, 256x4096x4096), and the reference framework on the CPU with as many threads
+# (perf/torch_baseline/cpu_torch.py: the same softmax shapes and layers), into results.json (with the raw
+# bench_softmax_host.json and bench_fused_host.json in logs.tar.gz) and torch_cpu.json. About 4 minutes on
+# 16 cores; SOFTFUSE_HOST_QUICK=1 (for a small host) shortens the runs and takes only 256x4096x4096.
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
@@ -83,6 +86,38 @@ if [ "$what" = sanitize ]; then
   finish
 fi
 
+if [ "$what" = host ]; then
+  hbuild=$root/build/openmp-host
+  stage bootstrap_openmp bash -c "bash scripts/bootstrap.sh --backend openmp --offline .gpu_bundle > '$logs/deps-path'"
+  deps=$(tail -n1 "$logs/deps-path" 2>/dev/null)
+  [ -f "$deps" ] || finish
+  # the bundle's OpenBLAS and its Fortran run time, for the build (the linker resolves their dependencies) and the
+  # benchmarks; not for the reference framework, which brings its own
+  blas_path=$(sed -n 's/^set(SOFTFUSE_DEPS_LIBRARY_PATH "\([^"]*\)".*/\1/p' "$deps")
+  with_blas() { LD_LIBRARY_PATH="$blas_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+  stage configure_host with_blas cmake -S . -B "$hbuild" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release \
+    -DSOFTFUSE_CUDA_SPECIALIZED=OFF -DSOFTFUSE_ENABLE_TESTS=OFF -DSOFTFUSE_ENABLE_EXAMPLES=OFF ${SOFTFUSE_CMAKE_ARGS:-}
+  stage build_host with_blas cmake --build "$hbuild" -j "$jobs" --target softfuse_bench_softmax softfuse_bench_linear
+  [ $status -eq 0 ] || finish
+  cores=$(nproc)
+  summary "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $cores threads"
+  export OMP_NUM_THREADS=$cores OMP_PROC_BIND=spread OMP_PLACES=threads
+  min_time=1 fused_shapes=1024x8192x8192,256x4096x4096 torch_args=""
+  if [ "${SOFTFUSE_HOST_QUICK:-0}" = 1 ]; then
+    min_time=0.2 fused_shapes=256x4096x4096 torch_args="--iters 5 --fused-shapes 256x4096x4096"
+  fi
+  stage bench_softmax_host with_blas "$hbuild/perf/softfuse_bench_softmax" --host \
+    --benchmark_out="$OUT/bench_softmax_host.json" --benchmark_out_format=json --benchmark_min_time=$min_time
+  grep -E "^host_" "$logs/bench_softmax_host.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
+  stage bench_fused_host with_blas "$hbuild/perf/softfuse_bench_linear" --shapes=$fused_shapes \
+    --benchmark_out="$OUT/bench_fused_host.json" --benchmark_out_format=json --benchmark_min_time=$min_time
+  grep -E "^(gemm|linear)" "$logs/bench_fused_host.log" | tee -a "$OUT/summary.txt"
+  stage torch_cpu python3 perf/torch_baseline/cpu_torch.py --threads "$cores" --commit "$commit" $torch_args \
+    --json "$OUT/torch_cpu.json"
+  grep -E "^torch" "$logs/torch_cpu.log" | tee -a "$OUT/summary.txt"
+  finish
+fi
+
 stage bootstrap bash -c "bash scripts/bootstrap.sh --backend cuda --arch $arch --offline .gpu_bundle > '$logs/deps-path'"
 deps=$(tail -n1 "$logs/deps-path" 2>/dev/null)
 [ -f "$deps" ] || finish
@@ -125,17 +160,6 @@ fi
 stage configure cmake -S . -B "$build" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release ${SOFTFUSE_CMAKE_ARGS:-}
 stage build cmake --build "$build" -j "$jobs"
 [ $status -eq 0 ] || finish
-
-if [ "$what" = host ]; then
-  cores=$(nproc)
-  export OMP_NUM_THREADS=$cores OMP_PROC_BIND=spread OMP_PLACES=threads
-  stage bench_softmax_host "$build/perf/softfuse_bench_softmax" --host --benchmark_out="$OUT/bench_softmax_host.json" \
-    --benchmark_out_format=json --benchmark_min_time=1
-  grep -E "^host_" "$logs/bench_softmax_host.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
-  stage torch_cpu python3 perf/torch_baseline/cpu_torch.py --threads "$cores" --json "$OUT/torch_cpu.json"
-  grep -E "^torch" "$logs/torch_cpu.log" | tee -a "$OUT/summary.txt"
-  finish
-fi
 
 if [ "$what" != bench ]; then
   export OMP_PROC_BIND=false

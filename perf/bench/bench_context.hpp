@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -65,6 +66,18 @@ inline std::vector<std::vector<std::int64_t>> take_shapes_flag(int& argc, char**
   return shapes;
 }
 
+/// The CPU's model name (Linux' /proc/cpuinfo), else "host".
+inline std::string host_cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const std::size_t name = line.find_first_not_of(" \t:", std::string("model name").size());
+    if (name != std::string::npos) return line.substr(name);
+  }
+  return "host";
+}
+
 inline void add_context() {
   std::ostringstream cfg;
   Kokkos::print_configuration(cfg);
@@ -78,7 +91,7 @@ inline void add_context() {
   cudaGetDeviceProperties(&prop, dev);
   benchmark::AddCustomContext("device", prop.name);
 #else
-  benchmark::AddCustomContext("device", "host");
+  benchmark::AddCustomContext("device", host_cpu_model());
 #endif
 }
 

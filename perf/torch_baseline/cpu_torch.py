@@ -3,7 +3,7 @@
 4096x65536, 65536x1024 and 64x1048576 with a parallel copy of the same tensors as the bandwidth
 baseline, and the fused layers in eager mode (Linear -> GELU -> softmax, Linear -> BatchNorm1d
 (training and inference) -> scale -> softmax) on 1024x8192x8192 and 256x4096x4096 with the matmul
-alone, all with --threads threads (default 16).
+alone, all with --threads threads (default 16); --fused-shapes picks some of those layer shapes.
 
 Wall time around each call (3 warm-ups, median of --iters), x uniform in [0, 1). GB/s counts bytes
 read + written (2 * rows * cols * 4). Writes JSON to --json. Compare with
@@ -13,7 +13,7 @@ read + written (2 * rows * cols * 4). Writes JSON to --json. Compare with
 
 built with the OpenMP backend, on the same machine in the same run.
 
-    python3 perf/torch_baseline/cpu_torch.py --json torch_cpu.json [--threads 16]
+    python3 perf/torch_baseline/cpu_torch.py --json torch_cpu.json [--threads 16] [--commit abc123]
 """
 import argparse
 import datetime
@@ -44,11 +44,25 @@ def timed(fn, iters, warmup=3):
     return {"ms": statistics.median(t), "ms_min": t[0], "ms_max": t[-1]}
 
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default=None)
     ap.add_argument("--iters", type=int, default=15)
     ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--fused-shapes", default=",".join("x".join(map(str, s)) for s in FUSED_SHAPES),
+                    help="batch x in x out of the layers, comma-separated")
+    ap.add_argument("--commit", default="", help="the softfuse commit of the run the results belong to")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -68,7 +82,7 @@ def main():
         del x, y
     fused = []
     with torch.no_grad():
-        for batch, n_in, n_out in FUSED_SHAPES:
+        for batch, n_in, n_out in (tuple(map(int, s.split("x"))) for s in args.fused_shapes.split(",")):
             x = torch.rand(batch, n_in)
             w = torch.nn.Linear(n_in, n_out).weight
             entry = {"batch": batch, "in": n_in, "out": n_out, "matmul": timed(lambda: torch.matmul(x, w.t()), args.iters)}
@@ -83,8 +97,10 @@ def main():
             fused.append(entry)
     out = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": platform.processor() or platform.machine(),
+        "device": cpu_model(),
+        "machine": platform.node(),
         "command": " ".join(sys.argv),
+        "commit": args.commit,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "timing": "wall time around each call, 3 warm-ups, median of the timed repetitions; GB/s = bytes read + written",
