@@ -26,9 +26,10 @@ using row_cache_t = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, K
 /// rows take consecutive stretches of the team's scratch.
 template <class ExecSpace, class XView, class YView, class Op, bool Cached>
 struct PackedRowsFunctor {
-  using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T                = typename YView::non_const_value_type;
-  static constexpr int B = row_block_size<ExecSpace, true>();
+  using member_type          = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T                    = typename YView::non_const_value_type;
+  static constexpr int B     = row_block_size<ExecSpace, true>();
+  static constexpr bool host = is_host_space<ExecSpace>();
 
   XView x;
   YView y;
@@ -44,7 +45,7 @@ struct PackedRowsFunctor {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](const std::int64_t r) {
       const auto x_row = Kokkos::subview(x, base + r, Kokkos::ALL);
       const auto y_row = Kokkos::subview(y, base + r, Kokkos::ALL);
-      if constexpr (is_host_space<ExecSpace>()) return host_row_softmax<T>(x_row, y_row, op);  // one exp per element
+      if constexpr (host) return host_row_softmax<T>(x_row, y_row, op);  // one exponential per element
       const VectorWorkers<member_type> workers{team, lanes};
       if constexpr (Cached)
         row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(
