@@ -18,8 +18,8 @@
 # 4096x65536, 65536x1024, 64x1048576 against a parallel copy), the fused layers with the host GEMM alone
 # (1024x8192x8192, 256x4096x4096), and the reference framework on the CPU with as many threads
 # (perf/torch_baseline/cpu_torch.py: the same softmax shapes and layers), into results.json (with the raw
-# bench_softmax_host.json and bench_fused_host.json in logs.tar.gz) and torch_cpu.json. About 4 minutes on
-# 16 cores; SOFTFUSE_HOST_QUICK=1 (for a small host) shortens the runs and takes only 256x4096x4096.
+# bench_softmax_host.json and bench_fused_host.json in logs.tar.gz) and torch_cpu.json. SOFTFUSE_HOST_QUICK=1
+# (for a small host) shortens the runs and takes only 256x4096x4096 for the layers.
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
@@ -94,7 +94,7 @@ if [ "$what" = host ]; then
   # the bundle's OpenBLAS and its Fortran run time, for the build (the linker resolves their dependencies) and the
   # benchmarks; not for the reference framework, which brings its own
   blas_path=$(sed -n 's/^set(SOFTFUSE_DEPS_LIBRARY_PATH "\([^"]*\)".*/\1/p' "$deps")
-  with_blas() { LD_LIBRARY_PATH="$blas_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+  with_blas() { LD_LIBRARY_PATH="$blas_path${LD_LIBRARY_PATH:+${blas_path:+:}$LD_LIBRARY_PATH}" "$@"; }
   stage configure_host with_blas cmake -S . -B "$hbuild" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release \
     -DSOFTFUSE_CUDA_SPECIALIZED=OFF -DSOFTFUSE_ENABLE_TESTS=OFF -DSOFTFUSE_ENABLE_EXAMPLES=OFF ${SOFTFUSE_CMAKE_ARGS:-}
   stage build_host with_blas cmake --build "$hbuild" -j "$jobs" --target softfuse_bench_softmax softfuse_bench_linear
