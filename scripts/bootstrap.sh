@@ -39,6 +39,8 @@
 #   src/                     pristine and patched source trees
 #   host/{googletest,benchmark}   test libraries (only when built here)
 #   <config>/{kokkos,kokkos-kernels}   install prefixes; <config> = openmp | cuda-hopper90 | cuda-ampere80
+#                            (openmp: kokkos-kernels-<blas>, one per BLAS: openblas-openmp, or blas-<hash>
+#                            for SOFTFUSE_BLAS_LIBRARIES)
 #   <config>/build/          build trees and logs
 #   openblas-openmp/lib      OpenBLAS (OpenMP) and its run-time libraries from the bundle (offline)
 #   <config>/deps.cmake      the file whose path is printed last on stdout
@@ -474,7 +476,7 @@ patched_tree kokkos-kernels; KK_SRC=$TREE
 
 CFG_DIR=$ROOT/$CONFIG
 KOKKOS_PREFIX=$CFG_DIR/kokkos
-KK_PREFIX=$CFG_DIR/kokkos-kernels
+KK_NAME=kokkos-kernels  # openmp: named for its BLAS below, so that builds against different BLAS coexist
 
 KOKKOS_ARGS=(-DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_EXTENSIONS=OFF
              -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_TESTS=OFF -DKokkos_ENABLE_EXAMPLES=OFF)
@@ -566,15 +568,18 @@ BLAS_RUNTIME_DIR=""
 if [[ $BACKEND == openmp ]]; then
   if [[ -n ${SOFTFUSE_BLAS_LIBRARIES:-} ]]; then
     KK_ARGS+=(-DBLAS_LIBRARIES="$BLAS_LIBS" -DLAPACK_LIBRARIES="$BLAS_LIBS")
+    KK_NAME=kokkos-kernels-blas-$(printf '%s' "$BLAS_LIBS" | hash16 | cut -c1-8)
   else
     BLAS_DIR=$(openblas_openmp_dir)
     [[ -n $BLAS_DIR ]] || die "OpenBLAS built with OpenMP not found: install libopenblas-openmp-dev (offline: the bundle's openblas-openmp-$OPENBLAS_VERSION.tar.gz), or set SOFTFUSE_BLAS_LIBRARIES to the BLAS library to link"
     KK_ARGS+=(-DBLAS_LIBRARIES=openblas -DBLAS_LIBRARY_DIRS="$BLAS_DIR"
               -DLAPACK_LIBRARIES=openblas -DLAPACK_LIBRARY_DIRS="$BLAS_DIR")
     BLAS_LIBS="$BLAS_DIR/libopenblas.so"
+    KK_NAME=kokkos-kernels-openblas-openmp
     [[ -z $OFFLINE ]] || BLAS_RUNTIME_DIR=$BLAS_DIR
   fi
 fi
+KK_PREFIX=$CFG_DIR/$KK_NAME
 
 KOKKOS_KEY=$( { echo "v$BOOTSTRAP_VERSION kokkos $KOKKOS_SRC $HOST_CXX_ID $NVCC_ID"; printf '%s\n' "${KOKKOS_ARGS[@]}"; } | hash16)
 cmake_build "Kokkos $KOKKOS_VERSION [$DEVICE_DESC]" "$KOKKOS_SRC" "$CFG_DIR/build/kokkos" "$KOKKOS_PREFIX" \
@@ -582,7 +587,7 @@ cmake_build "Kokkos $KOKKOS_VERSION [$DEVICE_DESC]" "$KOKKOS_SRC" "$CFG_DIR/buil
 
 KK_KEY=$( { echo "v$BOOTSTRAP_VERSION kokkos-kernels $KK_SRC $KOKKOS_KEY"; printf '%s\n' "${KK_ARGS[@]}"; } | hash16)
 # Kokkos Kernels must be rebuilt whenever Kokkos was.
-cmake_build "Kokkos Kernels $KOKKOS_VERSION [$DEVICE_DESC, ETI=$KK_ETI]" "$KK_SRC" "$CFG_DIR/build/kokkos-kernels" "$KK_PREFIX" \
+cmake_build "Kokkos Kernels $KOKKOS_VERSION [$DEVICE_DESC, ETI=$KK_ETI]" "$KK_SRC" "$CFG_DIR/build/$KK_NAME" "$KK_PREFIX" \
   "$KK_KEY" "${KK_ARGS[@]}"
 
 ensure_test_deps
