@@ -67,24 +67,48 @@ inline double row_exp_in_range(const double x) {
 }
 #endif
 
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
+/// The bit patterns of row_exp's special cases.
+template <class T>
+struct RowExpBits;
+template <>
+struct RowExpBits<float> {
+  using U                      = std::uint32_t;
+  static constexpr U magnitude = 0x7fffffffu, inf = 0x7f800000u, sign = 0x80000000u;
+  static constexpr U tiny = 0xC2AE0000u, huge = 0x42B00000u;  // -87, 88
+};
+template <>
+struct RowExpBits<double> {
+  using U                      = std::uint64_t;
+  static constexpr U magnitude = 0x7fffffffffffffffull, inf = 0x7ff0000000000000ull, sign = 0x8000000000000000ull;
+  static constexpr U tiny = 0xC086200000000000ull, huge = 0x4086280000000000ull;  // -708, 709
+};
+
+/// row_exp_in_range's e = exp(x) with the special cases: NaN for NaN, 0 for x < tiny (and -inf), inf for
+/// x > huge. Bit masks, not branches: a branch makes the compiler keep the floating-point work conditional,
+/// and then it does not vectorize the loop.
+template <class T>
+inline T row_exp_special_cases(const T x, const T e) {
+  using B = RowExpBits<T>;
+  using U = typename B::U;
+  U x_bits, e_bits;
+  std::memcpy(&x_bits, &x, sizeof x_bits);
+  std::memcpy(&e_bits, &e, sizeof e_bits);
+  const U nan      = U(0) - static_cast<U>((x_bits & B::magnitude) > B::inf);
+  const U tiny     = U(0) - static_cast<U>(x_bits > B::tiny);  // sign set, magnitude above the threshold
+  const U huge     = U(0) - static_cast<U>((x_bits > B::huge) & (x_bits < B::sign));
+  const U out_bits = (nan & x_bits) | (~nan & ((huge & B::inf) | (~huge & ~tiny & e_bits)));
+  T out;
+  std::memcpy(&out, &out_bits, sizeof out);
+  return out;
+}
+#endif
+
 KOKKOS_INLINE_FUNCTION float row_exp(const float x) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
   return Impl::exp(x);
 #else
-  const float e = row_exp_in_range(x);
-  std::uint32_t x_bits, e_bits;
-  std::memcpy(&x_bits, &x, sizeof x_bits);
-  std::memcpy(&e_bits, &e, sizeof e_bits);
-  // Special cases as bit masks, not branches: a branch makes the compiler keep the floating-point
-  // work conditional, and then it does not vectorize the loop.
-  const std::uint32_t nan  = 0u - static_cast<std::uint32_t>((x_bits & 0x7fffffffu) > 0x7f800000u);
-  const std::uint32_t tiny = 0u - static_cast<std::uint32_t>(x_bits > 0xC2AE0000u);  // x < -87, -inf
-  const std::uint32_t huge =
-      0u - static_cast<std::uint32_t>((x_bits > 0x42B00000u) & (x_bits < 0x80000000u));  // x > 88
-  const std::uint32_t out_bits = (nan & x_bits) | (~nan & ((huge & 0x7f800000u) | (~huge & ~tiny & e_bits)));
-  float out;
-  std::memcpy(&out, &out_bits, sizeof out);
-  return out;
+  return row_exp_special_cases(x, row_exp_in_range(x));
 #endif
 }
 
@@ -92,18 +116,7 @@ KOKKOS_INLINE_FUNCTION double row_exp(const double x) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
   return Impl::exp(x);
 #else
-  const double e = row_exp_in_range(x);
-  std::uint64_t x_bits, e_bits;
-  std::memcpy(&x_bits, &x, sizeof x_bits);
-  std::memcpy(&e_bits, &e, sizeof e_bits);
-  const std::uint64_t nan  = 0u - static_cast<std::uint64_t>((x_bits & 0x7fffffffffffffffull) > 0x7ff0000000000000ull);
-  const std::uint64_t tiny = 0u - static_cast<std::uint64_t>(x_bits > 0xC086200000000000ull);  // x < -708, -inf
-  const std::uint64_t huge =
-      0u - static_cast<std::uint64_t>((x_bits > 0x4086280000000000ull) & (x_bits < 0x8000000000000000ull));  // x > 709
-  const std::uint64_t out_bits = (nan & x_bits) | (~nan & ((huge & 0x7ff0000000000000ull) | (~huge & ~tiny & e_bits)));
-  double out;
-  std::memcpy(&out, &out_bits, sizeof out);
-  return out;
+  return row_exp_special_cases(x, row_exp_in_range(x));
 #endif
 }
 
