@@ -3,7 +3,7 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host] [ARCH]       (default: all HOPPER90)
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable] [ARCH]  (default: all HOPPER90)
 #
 # sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos) and runs
 # compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
@@ -17,6 +17,9 @@
 # thread per core, --host: 4096x65536, 65536x1024, 64x1048576 against a parallel copy) and the reference
 # framework on the CPU with as many threads (perf/torch_baseline/cpu_torch.py: the same softmax shapes and
 # the fused layers), into bench_softmax_host.json and torch_cpu.json.
+# portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
+# plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
+# and the softmax benchmark for copy and portable.
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
@@ -123,6 +126,19 @@ if [ "$what" = distributed ]; then
 fi
 
 stage configure cmake -S . -B "$build" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release ${SOFTFUSE_CMAKE_ARGS:-}
+if [ "$what" = portable ]; then
+  stage build cmake --build "$build" -j "$jobs" --target softfuse_unit_cuda softfuse_bench_softmax \
+    softfuse_bench_portable_plans
+  [ $status -eq 0 ] || finish
+  stage unit_cuda "$build/tests/softfuse_unit_cuda" ${SOFTFUSE_GTEST_ARGS:-}
+  grep -E "^\[  (PASSED|FAILED) |tests ran" "$logs/unit_cuda.log" | tee -a "$OUT/summary.txt"
+  stage portable_plans "$build/perf/softfuse_bench_portable_plans" --json="$OUT/portable_plans.json"
+  grep -E "plan_rows|WRONG" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
+  stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_filter='^(copy|softmax_portable)/' \
+    --benchmark_out="$OUT/bench_softmax.json" --benchmark_out_format=json --benchmark_min_time=0.2
+  grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
+  finish
+fi
 stage build cmake --build "$build" -j "$jobs"
 [ $status -eq 0 ] || finish
 

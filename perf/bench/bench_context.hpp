@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -65,21 +64,23 @@ inline std::vector<std::vector<std::int64_t>> take_shapes_flag(int& argc, char**
   return shapes;
 }
 
-inline void add_context() {
-  std::ostringstream cfg;
-  Kokkos::print_configuration(cfg);
-  benchmark::AddCustomContext("kokkos_version", std::to_string(KOKKOS_VERSION));
-  benchmark::AddCustomContext("execution_space", Kokkos::DefaultExecutionSpace::name());
-  benchmark::AddCustomContext("concurrency", std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
+inline std::string device_name() {
 #ifdef KOKKOS_ENABLE_CUDA
   cudaDeviceProp prop;
   int dev = 0;
   cudaGetDevice(&dev);
   cudaGetDeviceProperties(&prop, dev);
-  benchmark::AddCustomContext("device", prop.name);
+  return prop.name;
 #else
-  benchmark::AddCustomContext("device", "host");
+  return "host";
 #endif
+}
+
+inline void add_context() {
+  benchmark::AddCustomContext("kokkos_version", std::to_string(KOKKOS_VERSION));
+  benchmark::AddCustomContext("execution_space", Kokkos::DefaultExecutionSpace::name());
+  benchmark::AddCustomContext("concurrency", std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
+  benchmark::AddCustomContext("device", device_name());
 }
 
 /// Records the context, then runs the registered benchmarks with Google Benchmark's own flags.
