@@ -32,21 +32,23 @@ std::size_t scratch_bytes(std::int64_t n) { return softfuse::Impl::row_cache_t<S
 std::string describe(const RowPlan& p) {
   const char* regimes[] = {"packed", "team", "chunked", "split"};
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s chunk=%lld chunks=%lld held=%lld", regimes[int(p.regime)],
-                p.team_size, p.vector_length, p.cached ? " cached" : "", static_cast<long long>(p.chunk),
-                static_cast<long long>(p.chunks), static_cast<long long>(p.cached_chunk));
+  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s chunk=%lld chunks=%lld held=%lld group=%lld",
+                regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
+                static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
+                static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
   return buf;
 }
 
 /// The candidate plans for rows x cols, plan_rows' own first.
 std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
+  using namespace softfuse::Impl;
   const Space space;
   const std::size_t scratch_max  = Kokkos::TeamPolicy<Space>(space, 1, 1).scratch_size_max(0);
   const std::int64_t concurrency = space.concurrency();
-  std::vector<RowPlan> plans     = {softfuse::Impl::plan_rows(space, rows, cols, sizeof(float), true, scratch_bytes)};
+  std::vector<RowPlan> plans     = {plan_rows(space, rows, cols, sizeof(float), true, scratch_bytes)};
   if (cols <= 4096)
     for (int lanes = 1; lanes <= 32; lanes *= 2)
-      for (int threads : {128, 256})
+      for (int threads : {64, 128, 256})
         for (bool cached : {false, true}) {
           RowPlan p;
           p.regime        = RowRegime::packed;
@@ -63,28 +65,19 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       p.cached    = true;
       plans.push_back(p);
     }
-  const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / softfuse::Impl::kGpuThreadsPerMultiprocessor);
+  const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
   if (cols >= 2048)
     for (int team : {256, 512}) {
-      const std::int64_t unit = team * softfuse::Impl::row_block_size<Space, true>();
-      std::int64_t held       = static_cast<std::int64_t>(scratch_max / sizeof(float)) / unit * unit;
-      while (held > 0 && scratch_bytes(held) > scratch_max) held -= unit;
-      for (std::int64_t target : {std::int64_t(2048), std::int64_t(4096), std::int64_t(8192), held}) {
-        if (target < unit || target > held) continue;
-        RowPlan p;
-        p.regime       = RowRegime::chunked;
-        p.team_size    = team;
-        p.chunk        = target;
-        p.chunks       = (cols + target - 1) / target;
-        if (p.chunks > max_chunks) {
-          p.chunk  = ((cols + max_chunks - 1) / max_chunks + unit - 1) / unit * unit;
-          p.chunks = (cols + p.chunk - 1) / p.chunk;
-        }
-        p.cached_chunk = std::min(p.chunk, held);
-        p.cached       = true;
-        plans.push_back(p);
-      }
+      const std::int64_t held = scratch_elements(scratch_max, sizeof(float), team, scratch_bytes);
+      for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held})
+        if (h <= held) plans.push_back(plan_chunked(rows, cols, team, team, h, concurrency / team, max_chunks));
     }
+  if (cols >= 131072)
+    for (int waves : {2, 4, 8})
+      for (std::int64_t group_bytes : {48, 96, 192})
+        plans.push_back(plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<Space, true>(),
+                                   concurrency * group_bytes / std::int64_t(sizeof(float)),
+                                   waves * concurrency / kGpuRowThreads));
   return plans;
 }
 

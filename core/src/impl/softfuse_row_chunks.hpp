@@ -41,15 +41,14 @@ struct ChunkedRowsFunctor {
   Kokkos::View<T*, device_type> part_max;         // [row * chunks + chunk]
   Kokkos::View<double*, device_type> part_sum;    // [row * chunks + chunk]
   Kokkos::View<int*, device_type> published;      // [row]: chunks of the row that have published
-  Kokkos::View<std::int64_t*, device_type> ticket;  // [launch]: the next chunk of the launch to take
+  Kokkos::View<int*, device_type> ticket;           // [launch]: the next chunk of the launch to take (int: a native atomic)
   std::int64_t first_row, chunk, cached_chunk;
   int chunks, launch;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    std::int64_t unit = 0;
+    int unit = 0;
     Kokkos::single(
-        Kokkos::PerTeam(team), [&](std::int64_t& t) { t = Kokkos::atomic_fetch_add(&ticket(launch), std::int64_t(1)); },
-        unit);
+        Kokkos::PerTeam(team), [&](int& t) { t = Kokkos::atomic_fetch_add(&ticket(launch), 1); }, unit);
     const std::int64_t row_in_launch = unit / chunks, row = first_row + row_in_launch;
     const std::int64_t begin = (unit - row_in_launch * chunks) * chunk, cols = y.extent(1);
     const std::int64_t end = begin + chunk < cols ? begin + chunk : cols;

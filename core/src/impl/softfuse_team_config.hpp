@@ -12,10 +12,10 @@
 //    from memory once);
 //  - chunked (GPUs): rows beyond team scratch, or too few rows to fill the device, cut into chunks of team
 //    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once;
-//  - split (host CPUs, too few rows for every thread): each row cut into chunks over several threads; a
-//    statistics pass writes a partial (max, sum) per chunk, a write pass combines the row's partials and
-//    writes its chunk. Rows go in groups small enough that the write pass reads the group back from the
-//    cores' caches.
+//  - split (rows too long for the chunks of all multiprocessors together on GPUs; too few rows for every
+//    thread on host CPUs): each row cut into chunks over several teams; a statistics pass writes a partial
+//    (max, sum) per chunk, a write pass combines the row's partials and writes its chunk. Rows go in groups
+//    small enough that the write pass reads the group back from cache (GPU L2, CPU core caches).
 
 #include <Kokkos_Core.hpp>
 
@@ -71,16 +71,20 @@ KOKKOS_INLINE_FUNCTION constexpr bool row_cache_pays() {
   return !is_host_space<ExecSpace>();
 }
 
-// Tunables, in units of what Kokkos reports. Rows of a host split group: at most kHostGroupBytesPerThread
-// bytes per core, so a group stays in the cores' own caches. Packed rows on GPUs: at most
+// Tunables, in units of what Kokkos reports. Rows of a split group: at most kGpuGroupBytesPerThread bytes per
+// unit of concurrency (GPUs: a resident thread, so a group is a fraction of an L2) or kHostGroupBytesPerThread
+// (host CPUs: a core, so a group stays in the cores' own caches). Packed rows on GPUs: at most
 // kPackedElementsPerLane per lane. Chunked rows: at most one chunk per kGpuThreadsPerMultiprocessor units of
 // concurrency, i.e. per multiprocessor (Kokkos' concurrency is multiprocessors x resident threads, at most
 // 2048 of them on NVIDIA and AMD GPUs), each of which holds at least one chunk's team.
-constexpr std::size_t kHostGroupBytesPerThread   = std::size_t(1) << 18;
-constexpr std::int64_t kPackedElementsPerLane    = 32;
-constexpr int kGpuRowThreads                     = 256;   // threads of a packed, team or chunked team on GPUs
+constexpr std::size_t kGpuGroupBytesPerThread       = 96;
+constexpr std::size_t kHostGroupBytesPerThread      = std::size_t(1) << 18;
+constexpr std::int64_t kPackedElementsPerLane       = 64;
+constexpr int kGpuPackedThreads                     = 128;   // threads of a packed team on GPUs
+constexpr int kGpuRowThreads                        = 256;   // threads of a team, chunked or split team on GPUs
+constexpr int kGpuSplitWaves                        = 4;     // split teams per group: this many times what fills the GPU
 constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
-constexpr int kGpuStreamThreads                  = 1024;  // threads of a team streaming an uncached row (distributed)
+constexpr int kGpuStreamThreads                     = 1024;  // threads of a team streaming an uncached row (distributed)
 
 /// The team size to launch: the plan's, within what the backend allows for the functor (`max_team`),
 /// rounded down to a power of two. team_size_max can be any count of warps (a functor with more registers,
@@ -104,6 +108,46 @@ struct RowPlan {
   std::int64_t group_rows   = 0;       // split: rows per group
 };
 
+/// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
+/// multiple of `unit`, enough of them to give the device `fill` teams, at most `max_chunks` per row.
+inline RowPlan plan_chunked(std::int64_t rows, std::int64_t cols, int team_size, std::int64_t unit,
+                            std::int64_t held, std::int64_t fill, std::int64_t max_chunks) {
+  RowPlan plan;
+  plan.regime         = RowRegime::chunked;
+  plan.team_size      = team_size;
+  std::int64_t chunks = held > 0 ? (cols + held - 1) / held : 1;
+  chunks = std::min({std::max(chunks, (fill + rows - 1) / rows), std::max<std::int64_t>(1, cols / unit), max_chunks});
+  plan.chunk        = ((cols + chunks - 1) / chunks + unit - 1) / unit * unit;
+  plan.chunks       = (cols + plan.chunk - 1) / plan.chunk;
+  plan.cached_chunk = std::min(plan.chunk, held);
+  plan.cached       = held > 0;
+  return plan;
+}
+
+/// Split: groups of whole rows of at most `group_elems` elements, `teams` chunks of at least `unit` elements
+/// per group.
+inline RowPlan plan_split(std::int64_t rows, std::int64_t cols, int team_size, std::int64_t unit,
+                          std::int64_t group_elems, std::int64_t teams) {
+  RowPlan plan;
+  plan.regime                = RowRegime::split;
+  plan.team_size             = team_size;
+  plan.group_rows            = std::min(rows, std::max<std::int64_t>(1, group_elems / cols));
+  const std::int64_t per_row = std::max<std::int64_t>(1, teams / plan.group_rows);
+  std::int64_t chunk         = (cols + per_row - 1) / per_row;
+  plan.chunk                 = std::max(unit, (chunk + unit - 1) / unit * unit);
+  plan.chunks                = (cols + plan.chunk - 1) / plan.chunk;
+  return plan;
+}
+
+/// The most elements of a multiple of `unit` that team scratch holds (`scratch_bytes(n)`: what n take).
+template <class ScratchBytes>
+std::int64_t scratch_elements(std::size_t scratch_max, std::size_t elem_bytes, std::int64_t unit,
+                              const ScratchBytes& scratch_bytes) {
+  std::int64_t held = static_cast<std::int64_t>(scratch_max / elem_bytes) / unit * unit;
+  while (held > 0 && scratch_bytes(held) > scratch_max) held -= unit;
+  return held;
+}
+
 /// The regime and team shape for rows x cols elements of `elem_bytes` bytes on `space`; `cache` allows
 /// holding rows in team scratch (`scratch_bytes(n)`: the scratch n elements take).
 template <class ExecSpace, class ScratchBytes>
@@ -124,56 +168,40 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       return plan;
     }
   } else {
-    const std::int64_t max_lanes = std::min<std::int64_t>(policy_type::vector_length_max(), 32);
+    // Packed: lanes enough for 8 elements each, at most 16 (a row costs a vector reduction per lane level).
+    const std::int64_t max_lanes = std::min<std::int64_t>(policy_type::vector_length_max(), 16);
     if (cols <= max_lanes * kPackedElementsPerLane) {
       std::int64_t lanes = 1;
       while (lanes < max_lanes && lanes * 8 < cols) lanes *= 2;
       plan.regime        = RowRegime::packed;
       plan.vector_length = static_cast<int>(lanes);
-      plan.team_size     = static_cast<int>(kGpuRowThreads / lanes);
+      plan.team_size     = static_cast<int>(kGpuPackedThreads / lanes);
       plan.cached        = cache && scratch_bytes(plan.team_size * cols) <= scratch_max;
       return plan;
     }
-    // One team per cached row where the rows alone fill the GPU about twice over.
+    // Team: one team per cached row, 32 elements per thread (64 to 256 threads), where the rows alone fill
+    // the GPU about twice over.
     if (cache && scratch_bytes(cols) <= scratch_max && rows * kGpuRowThreads * 2 >= concurrency) {
       plan.regime    = RowRegime::team;
       plan.cached    = true;
       std::int64_t t = 64;
-      while (t < kGpuRowThreads && t * 8 < cols) t *= 2;
+      while (t < kGpuRowThreads && t * 32 < cols) t *= 2;
       plan.team_size = static_cast<int>(t);
       return plan;
     }
-    // Chunked: chunks that fit in team scratch, enough of them to fill the device, at most one per
-    // multiprocessor per row (a row's teams wait for each other); longer chunks hold their first part.
-    plan.regime             = RowRegime::chunked;
-    plan.team_size          = kGpuRowThreads;
-    const std::int64_t unit = kGpuRowThreads * row_block_size<ExecSpace, true>();
-    std::int64_t held       = cache ? static_cast<std::int64_t>(scratch_max / elem_bytes) / unit * unit : 0;
-    while (held > 0 && scratch_bytes(held) > scratch_max) held -= unit;
+    // Chunked where a row's chunks fit in team scratch, at most one per multiprocessor; longer rows are split
+    // (their second read cannot come from on-chip memory).
+    const std::int64_t held       = cache ? scratch_elements(scratch_max, elem_bytes, kGpuRowThreads, scratch_bytes) : 0;
     const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
-    const std::int64_t fill       = (concurrency / kGpuRowThreads + rows - 1) / rows;
-    std::int64_t chunks           = held > 0 ? (cols + held - 1) / held : 1;
-    chunks = std::min({std::max(chunks, fill), std::max<std::int64_t>(1, cols / unit), max_chunks});
-    plan.chunk        = ((cols + chunks - 1) / chunks + unit - 1) / unit * unit;
-    plan.chunks       = (cols + plan.chunk - 1) / plan.chunk;
-    plan.cached_chunk = std::min(plan.chunk, held);
-    plan.cached       = held > 0;
-    return plan;
+    if (cols <= held * max_chunks)
+      return plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks);
+    return plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<ExecSpace, true>(),
+                      concurrency * static_cast<std::int64_t>(kGpuGroupBytesPerThread / elem_bytes),
+                      kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads));
   }
-  // Split (host): groups of whole rows within the cache budget; each group's chunks give every thread one.
-  plan.regime                    = RowRegime::split;
-  plan.team_size                 = 1;
-  const std::int64_t group_elems = std::max<std::int64_t>(
-      1, concurrency * static_cast<std::int64_t>(kHostGroupBytesPerThread) / static_cast<std::int64_t>(elem_bytes));
-  plan.group_rows            = std::min(rows, std::max<std::int64_t>(1, group_elems / cols));
-  const std::int64_t per_row = std::max<std::int64_t>(1, concurrency / plan.group_rows);
-  // at least two blocks per thread: a team has its partial to join and store besides
-  const std::int64_t unit = 2 * row_block_size<ExecSpace, true>();
-  std::int64_t chunk      = (cols + per_row - 1) / per_row;
-  chunk                   = std::max(unit, (chunk + unit - 1) / unit * unit);
-  plan.chunk              = chunk;
-  plan.chunks             = (cols + chunk - 1) / chunk;
-  return plan;
+  // Split (host): groups of whole rows within the cores' caches, one chunk per thread.
+  return plan_split(rows, cols, 1, 2 * row_block_size<ExecSpace, true>(),
+                    concurrency * static_cast<std::int64_t>(kHostGroupBytesPerThread / elem_bytes), concurrency);
 }
 
 }  // namespace Impl
