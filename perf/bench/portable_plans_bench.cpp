@@ -67,7 +67,7 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
     }
   const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
   if (cols >= 2048)
-    for (int team : {256, 512}) {
+    for (int team : {kGpuRowThreads}) {
       const std::int64_t held = scratch_elements(scratch_max, sizeof(float), team, scratch_bytes);
       for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held})
         if (h <= held) plans.push_back(plan_chunked(rows, cols, team, team, h, concurrency / team, max_chunks));

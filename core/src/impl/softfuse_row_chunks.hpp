@@ -7,6 +7,11 @@
 // publishes the chunk's (max, sum), waits until every chunk of its row has published, joins them and writes
 // its chunk from scratch: each element is read from memory once.
 //
+// Partials are 8-byte words that announce themselves: a slot holds all ones until its chunk stores it, and no
+// stored value has all bits set (a chunk's maximum is never NaN; a NaN sum is stored as the canonical quiet
+// NaN). A team reads each of its row's slots until it is filled, with no fence and no counter (a fence per
+// team cost more than its chunk's transfer).
+//
 // Waiting on other teams needs them to run: teams take their chunks in the order they start (a ticket from a
 // global counter, not league_rank), so every chunk of a row is taken by a team that started no later than
 // the row's last one; a row waits only on teams that are running or done as long as at most plan.chunks teams
@@ -19,12 +24,29 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 
 #include "softfuse_row_pass.hpp"
 #include "softfuse_team_config.hpp"
 
 namespace softfuse {
 namespace Impl {
+
+/// A partial's word: the bits of a double, all ones meaning "not stored yet".
+constexpr std::uint64_t kEmptyPartial = ~std::uint64_t(0);
+
+KOKKOS_INLINE_FUNCTION std::uint64_t partial_word(const double v) {
+  if (v != v) return 0x7ff8000000000000ull;  // one quiet NaN for every NaN, never all ones
+  std::uint64_t w;
+  std::memcpy(&w, &v, sizeof w);
+  return w;
+}
+
+KOKKOS_INLINE_FUNCTION double partial_value(const std::uint64_t w) {
+  double v;
+  std::memcpy(&v, &w, sizeof v);
+  return v;
+}
 
 template <class ExecSpace, class XView, class YView, class Op>
 struct ChunkedRowsFunctor {
@@ -38,10 +60,8 @@ struct ChunkedRowsFunctor {
   XView x;
   YView y;
   Op op;
-  Kokkos::View<T*, device_type> part_max;         // [row * chunks + chunk]
-  Kokkos::View<double*, device_type> part_sum;    // [row * chunks + chunk]
-  Kokkos::View<int*, device_type> published;      // [row]: chunks of the row that have published
-  Kokkos::View<int*, device_type> ticket;           // [launch]: the next chunk of the launch to take (int: a native atomic)
+  Kokkos::View<std::uint64_t*, device_type> part_max, part_sum;  // [row * chunks + chunk], kEmptyPartial at first
+  Kokkos::View<int*, device_type> ticket;  // [launch]: the next chunk of the launch to take (int: a native atomic)
   std::int64_t first_row, chunk, cached_chunk;
   int chunks, launch;
 
@@ -60,32 +80,32 @@ struct ChunkedRowsFunctor {
     const auto x_rest = Kokkos::subview(x, row, Kokkos::make_pair(mid, end));
     const ShiftedOp<Op> op_held{op, begin}, op_rest{op, mid};
 
-    RowStats<T> stats = row_stats<T, B, interleaved>(workers, x_held, cache, op_held);
+    const RowStats<T> held = row_stats_held<T, B>(workers, x_held, cache, op_held);
+    RowStats<T> stats      = held;
     if (mid < end) stats = RowStats<T>::combine(stats, row_stats<T, B, interleaved>(workers, x_rest, NoCache(), op_rest));
-
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      part_max(slot) = stats.max;
-      part_sum(slot) = stats.sum;
-      Kokkos::memory_fence();  // the partial is visible before the count that announces it
-      Kokkos::atomic_fetch_add(&published(row), 1);
-      const volatile int* count = &published(row);
-      while (*count < chunks) {
-      }
-      Kokkos::memory_fence();
+      *static_cast<volatile std::uint64_t*>(&part_max(slot)) = partial_word(static_cast<double>(stats.max));
+      *static_cast<volatile std::uint64_t*>(&part_sum(slot)) = partial_word(stats.sum);
     });
-    team.team_barrier();
 
-    // Volatile loads: the partials were written by other teams during this kernel (no stale cached copy).
-    const volatile T* maxima      = &part_max(row * chunks);
-    const volatile double* sums   = &part_sum(row * chunks);
+    // Volatile loads: the partials are written by other teams during this kernel (no stale cached copy).
+    const volatile std::uint64_t* maxima = &part_max(row * chunks);
+    const volatile std::uint64_t* sums   = &part_sum(row * chunks);
     RowStats<T> row_total;
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, chunks),
-        [&](const int k, RowStats<T>& acc) { acc = RowStats<T>::combine(acc, {maxima[k], sums[k]}); },
+        [&](const int k, RowStats<T>& acc) {
+          std::uint64_t m, s;
+          while ((m = maxima[k]) == kEmptyPartial) {
+          }
+          while ((s = sums[k]) == kEmptyPartial) {
+          }
+          acc = RowStats<T>::combine(acc, {static_cast<T>(partial_value(m)), partial_value(s)});
+        },
         RowStatsReducer<T>(row_total));
     const T inv = row_total.inverse_sum();
-    row_write<T, B, interleaved>(workers, x_held, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache, op_held,
-                                 row_total.max, inv);
+    row_write_held<T, B>(workers, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache,
+                         held_scale(held.max, row_total.max, inv));
     if (mid < end)
       row_write<T, B, interleaved>(workers, x_rest, Kokkos::subview(y, row, Kokkos::make_pair(mid, end)), NoCache(),
                                    op_rest, row_total.max, inv);
@@ -93,21 +113,23 @@ struct ChunkedRowsFunctor {
 };
 
 /// Runs the chunked regime over all rows: launches of at most INT_MAX chunks, each with its own ticket
-/// counter. The workspace (partials and counters, zeroed) is allocated per call.
+/// counter. The workspace (partials, tickets) is allocated per call.
 template <class ExecSpace, class XView, class YView, class Op>
 void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
                          const char* label) {
-  using functor_type      = ChunkedRowsFunctor<ExecSpace, XView, YView, Op>;
-  using policy_type       = Kokkos::TeamPolicy<ExecSpace>;
+  using functor_type = ChunkedRowsFunctor<ExecSpace, XView, YView, Op>;
+  // Registers for 4 teams of kGpuRowThreads per multiprocessor: resident teams stream while others wait.
+  using policy_type = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kGpuRowThreads, 4>>;
   const std::int64_t rows = y.extent(0), per_launch = std::max<std::int64_t>(1, INT_MAX / plan.chunks);
   const std::int64_t launches = (rows + per_launch - 1) / per_launch;
-  functor_type f{x, y, op, {}, {}, {}, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
-  f.part_max  = decltype(f.part_max)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_max"),
+  functor_type f{x, y, op, {}, {}, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
+  f.part_max = decltype(f.part_max)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_max"),
                                     rows * plan.chunks);
-  f.part_sum  = decltype(f.part_sum)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_sum"),
+  f.part_sum = decltype(f.part_sum)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_sum"),
                                     rows * plan.chunks);
-  f.published = decltype(f.published)(Kokkos::view_alloc(space, "softfuse::chunks_published"), rows);
-  f.ticket    = decltype(f.ticket)(Kokkos::view_alloc(space, "softfuse::chunk_ticket"), launches);
+  Kokkos::deep_copy(space, f.part_max, kEmptyPartial);
+  Kokkos::deep_copy(space, f.part_sum, kEmptyPartial);
+  f.ticket = decltype(f.ticket)(Kokkos::view_alloc(space, "softfuse::chunk_ticket"), launches);
   const std::size_t scratch = functor_type::cache_type::shmem_size(plan.cached_chunk);
   policy_type probe(space, 1, 1);
   probe.set_scratch_size(0, Kokkos::PerTeam(scratch));
