@@ -80,8 +80,7 @@ struct ChunkedRowsFunctor {
     const auto x_rest = Kokkos::subview(x, row, Kokkos::make_pair(mid, end));
     const ShiftedOp<Op> op_held{op, begin}, op_rest{op, mid};
 
-    const RowStats<T> held = row_stats_held<T, B>(workers, x_held, cache, op_held);
-    RowStats<T> stats      = held;
+    RowStats<T> stats = row_stats<T, B, interleaved>(workers, x_held, cache, op_held);
     if (mid < end) stats = RowStats<T>::combine(stats, row_stats<T, B, interleaved>(workers, x_rest, NoCache(), op_rest));
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
       *static_cast<volatile std::uint64_t*>(&part_max(slot)) = partial_word(static_cast<double>(stats.max));
@@ -104,8 +103,8 @@ struct ChunkedRowsFunctor {
         },
         RowStatsReducer<T>(row_total));
     const T inv = row_total.inverse_sum();
-    row_write_held<T, B>(workers, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache,
-                         held_scale(held.max, row_total.max, inv));
+    row_write<T, B, interleaved>(workers, x_held, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache, op_held,
+                                 row_total.max, inv);
     if (mid < end)
       row_write<T, B, interleaved>(workers, x_rest, Kokkos::subview(y, row, Kokkos::make_pair(mid, end)), NoCache(),
                                    op_rest, row_total.max, inv);

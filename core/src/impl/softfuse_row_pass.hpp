@@ -119,85 +119,12 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
   });
 }
 
-/// GPUs, the row (or chunk) held in `cache`: its maximum first, then e = exp(v - max) stored back into the cache
-/// and summed. One exponential per element and two plain reductions, where the online (max, sum) of row_stats
-/// takes two exponentials and a reduction that rescales at every step. A maximum of -inf (only -inf and NaN)
-/// shifts by 0, so -inf gives e = 0 and NaN stays NaN, as in row_stats.
-template <class T, int B, class Workers, class XRow, class Cache, class Op>
-KOKKOS_INLINE_FUNCTION RowStats<T> row_stats_held(const Workers& workers, const XRow& x_row, const Cache& cache,
-                                                  const Op& op) {
-  const std::int64_t n = x_row.extent(0);
-  const RowBlocks<B, true> blocks(n, workers.count());
-  const std::int64_t dj = blocks.spacing();
-  T max                 = -Infinity<T>::value;
-  Kokkos::parallel_reduce(
-      workers.range(blocks.lanes()),
-      [&](const std::int64_t lane, T& m) {
-        for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
-          const int len = blocks.length(j0);
-          for (int l = 0; l < B; ++l)
-            if (l < len) {
-              const T v           = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
-              cache(j0 + l * dj) = v;
-              m                  = v > m ? v : m;
-            }
-        }
-      },
-      Kokkos::Max<T>(max));
-  const T shift = max == -Infinity<T>::value ? T(0) : max;
-  double sum    = 0;
-  Kokkos::parallel_reduce(
-      workers.range(blocks.lanes()),
-      [&](const std::int64_t lane, double& s) {
-        for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
-          const int len = blocks.length(j0);
-          T part        = 0;
-          for (int l = 0; l < B; ++l)
-            if (l < len) {
-              const T e          = row_exp(cache(j0 + l * dj) - shift);
-              cache(j0 + l * dj) = e;
-              part += e;
-            }
-          s += static_cast<double>(part);
-        }
-      },
-      sum);
-  return {max, sum};
-}
-
-/// y_row(j) = cache(j) * scale, the cache filled by row_stats_held with the same workers.
-template <class T, int B, class Workers, class YRow, class Cache>
-KOKKOS_INLINE_FUNCTION void row_write_held(const Workers& workers, const YRow& y_row, const Cache& cache,
-                                           const T scale) {
-  const std::int64_t n = y_row.extent(0);
-  const RowBlocks<B, true> blocks(n, workers.count());
-  const std::int64_t dj = blocks.spacing();
-  Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
-    for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
-      const int len = blocks.length(j0);
-      for (int l = 0; l < B; ++l)
-        if (l < len) y_row(j0 + l * dj) = cache(j0 + l * dj) * scale;
-    }
-  });
-}
-
-/// The factor that turns a held part's e = exp(v - part_max) into the row's softmax: exp(part_max - max) / sum.
-template <class T>
-KOKKOS_INLINE_FUNCTION T held_scale(const T part_max, const T max, const T inv) {
-  return part_max == max ? inv : row_exp(part_max - max) * inv;
-}
-
 /// Both passes over one row: y_row = softmax(op(j, x_row(j))).
 template <class T, int B, bool Interleaved, class Workers, class XRow, class YRow, class Cache, class Op>
 KOKKOS_INLINE_FUNCTION void row_softmax_pass(const Workers& workers, const XRow& x_row, const YRow& y_row,
                                              const Cache& cache, const Op& op) {
-  if constexpr (Kokkos::is_view<Cache>::value && Interleaved) {
-    const RowStats<T> stats = row_stats_held<T, B>(workers, x_row, cache, op);
-    row_write_held<T, B>(workers, y_row, cache, stats.inverse_sum());
-  } else {
-    const RowStats<T> stats = row_stats<T, B, Interleaved>(workers, x_row, cache, op);
-    row_write<T, B, Interleaved>(workers, x_row, y_row, cache, op, stats.max, stats.inverse_sum());
-  }
+  const RowStats<T> stats = row_stats<T, B, Interleaved>(workers, x_row, cache, op);
+  row_write<T, B, Interleaved>(workers, x_row, y_row, cache, op, stats.max, stats.inverse_sum());
 }
 
 }  // namespace Impl

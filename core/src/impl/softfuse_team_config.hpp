@@ -11,9 +11,10 @@
 //  - team: one team per row, the row held in team scratch (GPUs: rows up to the team-scratch limit, read
 //    from memory once);
 //  - chunked (GPUs): rows beyond team scratch, or too few rows to fill the device, cut into chunks of team
-//    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once;
-//  - split (rows too long for the chunks of all multiprocessors together on GPUs; too few rows for every
-//    thread on host CPUs): each row cut into chunks over several teams; a statistics pass writes a partial
+//    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once
+//    (rows longer than what all multiprocessors' chunks hold: the rest of each chunk twice);
+//  - split (GPUs: rows too few and too long for the chunks to fill the device; host CPUs: too few rows for
+//    every thread): each row cut into chunks over several teams; a statistics pass writes a partial
 //    (max, sum) per chunk, a write pass combines the row's partials and writes its chunk. Rows go in groups
 //    small enough that the write pass reads the group back from cache (GPU L2, CPU core caches).
 
@@ -189,12 +190,15 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       plan.team_size = static_cast<int>(t);
       return plan;
     }
-    // Chunked where a row's chunks fit in team scratch, at most one per multiprocessor; longer rows are split
-    // (their second read cannot come from on-chip memory).
+    // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
+    // scratch holds its first part and streams the rest twice. Fewer, longer rows are split (measured on the
+    // H100: one row of 33M columns 38 % of copy split, 23 % chunked in 132 chunks; 32 x 8M 43 % chunked,
+    // 27 % split; perf/bench/portable_plans_bench.cpp).
     const std::int64_t held       = cache ? scratch_elements(scratch_max, elem_bytes, kGpuRowThreads, scratch_bytes) : 0;
     const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
-    if (cols <= held * max_chunks)
-      return plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks);
+    const RowPlan chunked =
+        plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks);
+    if (rows * chunked.chunks * kGpuRowThreads >= concurrency) return chunked;
     return plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<ExecSpace, true>(),
                       concurrency * static_cast<std::int64_t>(kGpuGroupBytesPerThread / elem_bytes),
                       kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads));
