@@ -19,7 +19,7 @@
 # the fused layers), into bench_softmax_host.json and torch_cpu.json.
 # portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
 # plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
-# and the softmax benchmark for copy and portable.
+# the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
@@ -134,9 +134,11 @@ if [ "$what" = portable ]; then
   grep -E "^\[  (PASSED|FAILED) |tests ran" "$logs/unit_cuda.log" | tee -a "$OUT/summary.txt"
   stage portable_plans "$build/perf/softfuse_bench_portable_plans" --json="$OUT/portable_plans.json"
   grep -E "plan_rows|WRONG" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
-  stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_filter='^(copy|softmax_portable)/' \
-    --benchmark_out="$OUT/bench_softmax.json" --benchmark_out_format=json --benchmark_min_time=0.2
+  stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
+    --benchmark_out_format=json --benchmark_min_time=0.2
   grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
+  stage torch_softmax python3 perf/torch_baseline/softmax_torch.py --json "$OUT/torch_softmax.json"
+  tail -n 16 "$logs/torch_softmax.log" | tee -a "$OUT/summary.txt"
   finish
 fi
 stage build cmake --build "$build" -j "$jobs"
