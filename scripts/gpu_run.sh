@@ -132,13 +132,21 @@ if [ "$what" = portable ]; then
   [ $status -eq 0 ] || finish
   stage unit_cuda "$build/tests/softfuse_unit_cuda" ${SOFTFUSE_GTEST_ARGS:-}
   grep -E "^\[  (PASSED|FAILED) |tests ran" "$logs/unit_cuda.log" | tee -a "$OUT/summary.txt"
-  stage portable_plans "$build/perf/softfuse_bench_portable_plans" --json="$OUT/portable_plans.json"
+  stage portable_plans "$build/perf/softfuse_bench_portable_plans" --json="$logs/plans.json"
+  python3 -c 'import json, sys, datetime; d = json.load(open(sys.argv[1]))
+print(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "command": sys.argv[2], "commit": sys.argv[3], **d}, indent=1))' "$logs/plans.json" \
+    "bash scripts/gpu_run.sh $script_args (softfuse_bench_portable_plans)" "$commit" >"$OUT/portable_plans.json"
   grep -E "plan_rows|WRONG" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
   stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
     --benchmark_out_format=json --benchmark_min_time=0.2
   grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
   stage torch_softmax python3 perf/torch_baseline/softmax_torch.py --json "$OUT/torch_softmax.json"
   tail -n 16 "$logs/torch_softmax.log" | tee -a "$OUT/summary.txt"
+  python3 perf/summarize_benchmarks.py --command "bash scripts/gpu_run.sh $script_args" --commit "$commit" \
+    "$OUT/bench_softmax.json" >"$logs/softmax_summary.json" 2>>"$logs/summarize.log"
+  stage plot_softmax python3 perf/plot_softmax.py "$logs/softmax_summary.json" "$OUT/torch_softmax.json" \
+    perf/results/h100/cuda_softmax_kernels.json -o "$OUT/softmax_gbps.png"
   finish
 fi
 stage build cmake --build "$build" -j "$jobs"

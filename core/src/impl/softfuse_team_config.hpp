@@ -83,7 +83,7 @@ constexpr std::size_t kHostGroupBytesPerThread      = std::size_t(1) << 18;
 constexpr std::int64_t kPackedElementsPerLane       = 64;
 constexpr int kGpuPackedThreads                     = 128;   // threads of a packed team on GPUs
 constexpr int kGpuRowThreads                        = 256;   // threads of a team, chunked or split team on GPUs
-constexpr int kGpuSplitWaves                        = 4;     // split teams per group: this many times what fills the GPU
+constexpr int kGpuSplitWaves                        = 2;     // split teams per group: this many times what fills the GPU
 constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
 constexpr int kGpuStreamThreads                     = 1024;  // threads of a team streaming an uncached row (distributed)
 
