@@ -90,8 +90,8 @@ double worst_row_sum_error(const Matrix& y) {
         const std::int64_t i = team.league_rank();
         double sum           = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, std::int64_t(y.extent(1))), [&](const std::int64_t j, double& s) { s += y(i, j); },
-            sum);
+            Kokkos::TeamThreadRange(team, std::int64_t(y.extent(1))),
+            [&](const std::int64_t j, double& s) { s += y(i, j); }, sum);
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           const double e = sum == sum ? (sum > 1 ? sum - 1 : 1 - sum) : 1e30;
           w              = e > w ? e : w;
@@ -144,8 +144,8 @@ int main(int argc, char** argv) {
         const auto run = [&] {
           softfuse::Impl::run_row_plan(space, x, y, softfuse::Impl::IdentityOp(), plans[k], "softfuse::plan_sweep");
         };
-        const double t     = softfuse_bench::warm_median_seconds(space, reps, run);
-        const double error = worst_row_sum_error(y);
+        const double t         = softfuse_bench::warm_median_seconds(space, reps, run);
+        const double error     = worst_row_sum_error(y);
         const std::string what = describe(plans[k]);
         std::printf("%lldx%lld %-70s %9.4f ms %5.1f %% of copy%s%s\n", static_cast<long long>(s.first),
                     static_cast<long long>(s.second), what.c_str(), t * 1e3, 100 * copy_s / t,

@@ -50,10 +50,11 @@ KOKKOS_INLINE_FUNCTION double partial_value(const std::uint64_t w) {
 
 template <class ExecSpace, class XView, class YView, class Op>
 struct ChunkedRowsFunctor {
-  using member_type                 = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T                           = typename YView::non_const_value_type;
-  using device_type                 = Kokkos::Device<ExecSpace, typename YView::memory_space>;
-  using cache_type                  = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T           = typename YView::non_const_value_type;
+  using device_type = Kokkos::Device<ExecSpace, typename YView::memory_space>;
+  using cache_type =
+      Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   static constexpr int B            = row_block_size<ExecSpace, true>();
   static constexpr bool interleaved = row_blocks_interleaved<ExecSpace>();
 
@@ -71,8 +72,8 @@ struct ChunkedRowsFunctor {
         Kokkos::PerTeam(team), [&](int& t) { t = Kokkos::atomic_fetch_add(&ticket(launch), 1); }, unit);
     const std::int64_t row_in_launch = unit / chunks, row = first_row + row_in_launch;
     const std::int64_t begin = (unit - row_in_launch * chunks) * chunk, cols = y.extent(1);
-    const std::int64_t end = begin + chunk < cols ? begin + chunk : cols;
-    const std::int64_t mid = begin + cached_chunk < end ? begin + cached_chunk : end;
+    const std::int64_t end  = begin + chunk < cols ? begin + chunk : cols;
+    const std::int64_t mid  = begin + cached_chunk < end ? begin + cached_chunk : end;
     const std::int64_t slot = row * chunks + (unit - row_in_launch * chunks);
     const TeamWorkers<member_type> workers{team};
     const cache_type cache(team.team_scratch(0), cached_chunk);
@@ -81,7 +82,8 @@ struct ChunkedRowsFunctor {
     const ShiftedOp<Op> op_held{op, begin}, op_rest{op, mid};
 
     RowStats<T> stats = row_stats<T, B, interleaved>(workers, x_held, cache, op_held);
-    if (mid < end) stats = RowStats<T>::combine(stats, row_stats<T, B, interleaved>(workers, x_rest, NoCache(), op_rest));
+    if (mid < end)
+      stats = RowStats<T>::combine(stats, row_stats<T, B, interleaved>(workers, x_rest, NoCache(), op_rest));
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
       *static_cast<volatile std::uint64_t*>(&part_max(slot)) = partial_word(static_cast<double>(stats.max));
       *static_cast<volatile std::uint64_t*>(&part_sum(slot)) = partial_word(stats.sum);
@@ -103,8 +105,8 @@ struct ChunkedRowsFunctor {
         },
         RowStatsReducer<T>(row_total));
     const T inv = row_total.inverse_sum();
-    row_write<T, B, interleaved>(workers, x_held, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache, op_held,
-                                 row_total.max, inv);
+    row_write<T, B, interleaved>(workers, x_held, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache,
+                                 op_held, row_total.max, inv);
     if (mid < end)
       row_write<T, B, interleaved>(workers, x_rest, Kokkos::subview(y, row, Kokkos::make_pair(mid, end)), NoCache(),
                                    op_rest, row_total.max, inv);
@@ -118,7 +120,7 @@ void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y,
                          const char* label) {
   using functor_type = ChunkedRowsFunctor<ExecSpace, XView, YView, Op>;
   // Registers for 4 teams of kGpuRowThreads per multiprocessor: resident teams stream while others wait.
-  using policy_type = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kGpuRowThreads, 4>>;
+  using policy_type       = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kGpuRowThreads, 4>>;
   const std::int64_t rows = y.extent(0), per_launch = std::max<std::int64_t>(1, INT_MAX / plan.chunks);
   const std::int64_t launches = (rows + per_launch - 1) / per_launch;
   functor_type f{x, y, op, {}, {}, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
@@ -128,14 +130,14 @@ void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y,
                                     rows * plan.chunks);
   Kokkos::deep_copy(space, f.part_max, kEmptyPartial);
   Kokkos::deep_copy(space, f.part_sum, kEmptyPartial);
-  f.ticket = decltype(f.ticket)(Kokkos::view_alloc(space, "softfuse::chunk_ticket"), launches);
+  f.ticket                  = decltype(f.ticket)(Kokkos::view_alloc(space, "softfuse::chunk_ticket"), launches);
   const std::size_t scratch = functor_type::cache_type::shmem_size(plan.cached_chunk);
   policy_type probe(space, 1, 1);
   probe.set_scratch_size(0, Kokkos::PerTeam(scratch));
   const int team = launch_team_size(plan.team_size, probe.team_size_max(f, Kokkos::ParallelForTag()));
   for (std::int64_t l = 0; l < launches; ++l) {
-    f.launch    = static_cast<int>(l);
-    f.first_row = l * per_launch;
+    f.launch         = static_cast<int>(l);
+    f.first_row      = l * per_launch;
     const int league = static_cast<int>(std::min(per_launch, rows - f.first_row) * plan.chunks);
     policy_type policy(space, league, team);
     policy.set_scratch_size(0, Kokkos::PerTeam(scratch));

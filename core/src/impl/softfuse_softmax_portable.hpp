@@ -99,8 +99,8 @@ void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, boo
 template <class ExecSpace, class XView, class YView, class Op>
 void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
                   const char* label) {
-  using T                  = typename YView::non_const_value_type;
-  const std::int64_t rows  = y.extent(0), cols = y.extent(1);
+  using T                 = typename YView::non_const_value_type;
+  const std::int64_t rows = y.extent(0), cols = y.extent(1);
   const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
   const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
   switch (plan.regime) {

@@ -81,11 +81,12 @@ KOKKOS_INLINE_FUNCTION constexpr bool row_cache_pays() {
 constexpr std::size_t kGpuGroupBytesPerThread       = 96;
 constexpr std::size_t kHostGroupBytesPerThread      = std::size_t(1) << 18;
 constexpr std::int64_t kPackedElementsPerLane       = 64;
-constexpr int kGpuPackedThreads                     = 128;   // threads of a packed team on GPUs
-constexpr int kGpuRowThreads                        = 256;   // threads of a team, chunked or split team on GPUs
-constexpr int kGpuSplitWaves                        = 2;     // split teams per group: this many times what fills the GPU
+constexpr int kGpuPackedThreads                     = 128;  // threads of a packed team on GPUs
+constexpr int kGpuRowThreads                        = 256;  // threads of a team, chunked or split team on GPUs
+constexpr int kGpuSplitWaves                        = 2;    // split teams per group: this many times what fills the GPU
 constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
-constexpr int kGpuStreamThreads                     = 1024;  // threads of a team streaming an uncached row (distributed)
+// threads of a team streaming an uncached row (the distributed row passes)
+constexpr int kGpuStreamThreads = 1024;
 
 /// The team size to launch: the plan's, within what the backend allows for the functor (`max_team`),
 /// rounded down to a power of two. team_size_max can be any count of warps (a functor with more registers,
@@ -111,8 +112,8 @@ struct RowPlan {
 
 /// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
 /// multiple of `unit`, enough of them to give the device `fill` teams, at most `max_chunks` per row.
-inline RowPlan plan_chunked(std::int64_t rows, std::int64_t cols, int team_size, std::int64_t unit,
-                            std::int64_t held, std::int64_t fill, std::int64_t max_chunks) {
+inline RowPlan plan_chunked(std::int64_t rows, std::int64_t cols, int team_size, std::int64_t unit, std::int64_t held,
+                            std::int64_t fill, std::int64_t max_chunks) {
   RowPlan plan;
   plan.regime         = RowRegime::chunked;
   plan.team_size      = team_size;
@@ -194,7 +195,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     // scratch holds its first part and streams the rest twice. Fewer, longer rows are split (measured on the
     // H100: one row of 33M columns 38 % of copy split, 23 % chunked in 132 chunks; 32 x 8M 43 % chunked,
     // 27 % split; perf/bench/portable_plans_bench.cpp).
-    const std::int64_t held       = cache ? scratch_elements(scratch_max, elem_bytes, kGpuRowThreads, scratch_bytes) : 0;
+    const std::int64_t held = cache ? scratch_elements(scratch_max, elem_bytes, kGpuRowThreads, scratch_bytes) : 0;
     const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
     const RowPlan chunked =
         plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks);
