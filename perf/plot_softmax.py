@@ -23,7 +23,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("softfuse")
     ap.add_argument("torch")
-    ap.add_argument("kernels")
+    ap.add_argument("kernels", nargs="?", help="the CUDA kernels' sweep, drawn where its device is the run's")
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
 
@@ -42,7 +42,11 @@ def main():
         series["torch.softmax"][s["cols"]] = s["softmax"]["gbps"]
         if "compiled" in s:
             series["torch.compile"][s["cols"]] = s["compiled"]["gbps"]
-    sweep = sorted((b["cols"], b["gbps"]) for b in json.load(open(a.kernels))["bench"] if b["group"] == "sweep")
+    sweep = []
+    if a.kernels:
+        kernels = json.load(open(a.kernels))
+        if kernels.get("device", sf.get("device")) == sf.get("device"):
+            sweep = sorted((b["cols"], b["gbps"]) for b in kernels["bench"] if b["group"] == "sweep")
 
     fig, ax = plt.subplots(figsize=(9, 5))
     if sweep:
@@ -57,7 +61,8 @@ def main():
     ax.set_xscale("log", base=2)
     ax.set_xlabel("row length (fp32 columns)")
     ax.set_ylabel("GB/s (one read + one write per element)")
-    ax.set_ylim(0, 3300)
+    top = max([g for pts in series.values() for g in pts.values()] + [g for _, g in sweep])
+    ax.set_ylim(0, 1.1 * top)
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title(f"softmax, {sf.get('device', 'GPU')}, {sf.get('date', '')[:10]} "
                  "(points: the workload shapes; line: kernel sweep)", fontsize=10)

@@ -3,7 +3,7 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host] [ARCH]       (default: all HOPPER90)
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable] [ARCH]  (default: all HOPPER90)
 #
 # sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos) and runs
 # compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
@@ -20,6 +20,9 @@
 # (perf/torch_baseline/cpu_torch.py: the same softmax shapes and layers), into results.json (with the raw
 # bench_softmax_host.json and bench_fused_host.json in logs.tar.gz) and torch_cpu.json. SOFTFUSE_HOST_QUICK=1
 # (for a small host) shortens the runs and takes only 256x4096x4096 for the layers.
+# portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
+# plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
+# the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
@@ -158,6 +161,29 @@ if [ "$what" = distributed ]; then
 fi
 
 stage configure cmake -S . -B "$build" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release ${SOFTFUSE_CMAKE_ARGS:-}
+if [ "$what" = portable ]; then
+  stage build cmake --build "$build" -j "$jobs" --target softfuse_unit_cuda softfuse_bench_softmax \
+    softfuse_bench_portable_plans
+  [ $status -eq 0 ] || finish
+  stage unit_cuda "$build/tests/softfuse_unit_cuda" ${SOFTFUSE_GTEST_ARGS:-}
+  grep -E "^\[  (PASSED|FAILED) |tests ran" "$logs/unit_cuda.log" | tee -a "$OUT/summary.txt"
+  stage portable_plans "$build/perf/softfuse_bench_portable_plans" --json="$logs/plans.json"
+  python3 -c 'import json, sys, datetime; d = json.load(open(sys.argv[1]))
+print(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "command": sys.argv[2], "commit": sys.argv[3], **d}, indent=1))' "$logs/plans.json" \
+    "bash scripts/gpu_run.sh $script_args (softfuse_bench_portable_plans)" "$commit" >"$OUT/portable_plans.json"
+  grep -E "plan_rows|WRONG" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
+  stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
+    --benchmark_out_format=json --benchmark_min_time=0.2
+  grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
+  stage torch_softmax python3 perf/torch_baseline/softmax_torch.py --json "$OUT/torch_softmax.json"
+  tail -n 16 "$logs/torch_softmax.log" | tee -a "$OUT/summary.txt"
+  python3 perf/summarize_benchmarks.py --command "bash scripts/gpu_run.sh $script_args" --commit "$commit" \
+    "$OUT/bench_softmax.json" >"$logs/softmax_summary.json" 2>>"$logs/summarize.log"
+  stage plot_softmax python3 perf/plot_softmax.py "$logs/softmax_summary.json" "$OUT/torch_softmax.json" \
+    perf/results/h100/cuda_softmax_kernels.json -o "$OUT/softmax_gbps.png"
+  finish
+fi
 stage build cmake --build "$build" -j "$jobs"
 [ $status -eq 0 ] || finish
 

@@ -78,21 +78,23 @@ inline std::string host_cpu_model() {
   return "host";
 }
 
-inline void add_context() {
-  std::ostringstream cfg;
-  Kokkos::print_configuration(cfg);
-  benchmark::AddCustomContext("kokkos_version", std::to_string(KOKKOS_VERSION));
-  benchmark::AddCustomContext("execution_space", Kokkos::DefaultExecutionSpace::name());
-  benchmark::AddCustomContext("concurrency", std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
+inline std::string device_name() {
 #ifdef KOKKOS_ENABLE_CUDA
   cudaDeviceProp prop;
   int dev = 0;
   cudaGetDevice(&dev);
   cudaGetDeviceProperties(&prop, dev);
-  benchmark::AddCustomContext("device", prop.name);
+  return prop.name;
 #else
-  benchmark::AddCustomContext("device", host_cpu_model());
+  return host_cpu_model();
 #endif
+}
+
+inline void add_context() {
+  benchmark::AddCustomContext("kokkos_version", std::to_string(KOKKOS_VERSION));
+  benchmark::AddCustomContext("execution_space", Kokkos::DefaultExecutionSpace::name());
+  benchmark::AddCustomContext("concurrency", std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
+  benchmark::AddCustomContext("device", device_name());
 }
 
 /// Records the context, then runs the registered benchmarks with Google Benchmark's own flags.

@@ -476,13 +476,14 @@ Shape regime_shape(Rng& g, bool cache, std::size_t max_elements, std::string& wh
   if (cols_choices.empty() || coin(g, 0.25)) {  // the last chunk of a split row holds one element
     cols            = std::max<std::size_t>(1, max_elements / rows / (1 + below(g, 8)));
     const RowPlan p = plan(rows, cols);
-    if (p.regime == RowRegime::split && p.chunks > 1) cols = static_cast<std::size_t>(p.chunk * (p.chunks - 1) + 1);
+    if ((p.regime == RowRegime::chunked || p.regime == RowRegime::split) && p.chunks > 1)
+      cols = static_cast<std::size_t>(p.chunk * (p.chunks - 1) + 1);
   } else {
     cols = cols_choices[below(g, cols_choices.size())] + below(g, 3) - 1;
   }
   cols                  = std::max<std::size_t>(1, std::min(cols, max_elements / rows));
   const RowPlan p       = plan(rows, cols);
-  const char* regimes[] = {"packed", "team", "split"};
+  const char* regimes[] = {"packed", "team", "chunked", "split"};
   char buf[160];
   std::snprintf(buf, sizeof buf, " [%s regime, team %d, lanes %d%s, %lld chunks]", regimes[int(p.regime)], p.team_size,
                 p.vector_length, p.cached ? ", cached" : "", static_cast<long long>(p.chunks));

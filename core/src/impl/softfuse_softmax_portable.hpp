@@ -2,7 +2,7 @@
 #define SOFTFUSE_IMPL_SOFTMAX_PORTABLE_HPP
 
 // The portable softmax, and the row kernel behind it and the fused layers: y(i, :) = softmax(op(j, x(i, j))),
-// Kokkos TeamPolicy kernels in the three regimes of softfuse_team_config.hpp (packed, team, split), each a
+// Kokkos TeamPolicy kernels in the regimes of softfuse_team_config.hpp (packed, team, chunked, split), each a
 // kernel of its own with its own register budget and team shape.
 
 #include <Kokkos_Core.hpp>
@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "softfuse_host_row_pass.hpp"
+#include "softfuse_row_chunks.hpp"
 #include "softfuse_row_pass.hpp"
 #include "softfuse_row_split.hpp"
 #include "softfuse_team_config.hpp"
@@ -56,8 +57,8 @@ struct PackedRowsFunctor {
   }
 };
 
-/// Team: one team per row (TeamSoftmax), the row held in team scratch (`Cached`) or streamed twice.
-template <class ExecSpace, class XView, class YView, class Op, bool Cached>
+/// Team: one team per row (TeamSoftmax), the row held in team scratch.
+template <class ExecSpace, class XView, class YView, class Op>
 struct TeamRowFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using T           = typename YView::non_const_value_type;
@@ -69,16 +70,9 @@ struct TeamRowFunctor {
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t i = first_row + team.league_rank();
-    const auto x_row     = Kokkos::subview(x, i, Kokkos::ALL);
-    const auto y_row     = Kokkos::subview(y, i, Kokkos::ALL);
-    constexpr int B      = row_block_size<ExecSpace, Cached>();
-    if constexpr (Cached)
-      row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(
-          TeamWorkers<member_type>{team}, x_row, y_row, row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)),
-          op);
-    else
-      row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(TeamWorkers<member_type>{team}, x_row, y_row,
-                                                                  NoCache(), op);
+    row_softmax_pass<T, row_block_size<ExecSpace, true>(), row_blocks_interleaved<ExecSpace>()>(
+        TeamWorkers<member_type>{team}, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL),
+        row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)), op);
   }
 };
 
@@ -103,16 +97,14 @@ void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, boo
   }
 }
 
-/// y(i, :) = softmax(op(j, x(i, j))) for every row, asynchronously on `space`, except the split regime, whose
-/// per-call workspace View is freed on return (on CUDA a cudaFree, which waits for the device); x may be y. Rows are
-/// held in team scratch where they fit and `cache` allows.
+/// Runs `plan` (from plan_rows, or another plan for the same shape: perf/bench/portable_plans_bench.cpp
+/// compares them): y(i, :) = softmax(op(j, x(i, j))) for every row.
 template <class ExecSpace, class XView, class YView, class Op>
-void row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, bool cache, const char* label) {
+void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
+                  const char* label) {
   using T                 = typename YView::non_const_value_type;
   const std::int64_t rows = y.extent(0), cols = y.extent(1);
-  if (rows == 0 || cols == 0) return;
   const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
-  const RowPlan plan       = plan_rows(space, rows, cols, sizeof(T), cache, scratch_bytes);
   const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
   switch (plan.regime) {
     case RowRegime::packed:
@@ -124,17 +116,25 @@ void row_softmax(const ExecSpace& space, const XView& x, const YView& y, const O
                     rows, true, plan, packed_bytes, label);
       break;
     case RowRegime::team:
-      if (plan.cached)
-        launch_rows(
-            space, TeamRowFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0}, rows, false, plan,
-            [&](int) { return scratch_bytes(cols); }, label);
-      else
-        launch_rows(
-            space, TeamRowFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0}, rows, false, plan,
-            [](int) { return std::size_t(0); }, label);
+      launch_rows(
+          space, TeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0}, rows, false, plan,
+          [&](int) { return scratch_bytes(cols); }, label);
       break;
+    case RowRegime::chunked: chunked_row_softmax(space, x, y, op, plan, label); break;
     case RowRegime::split: split_row_softmax(space, x, y, op, plan, label); break;
   }
+}
+
+/// y(i, :) = softmax(op(j, x(i, j))) for every row, asynchronously on `space`, except the chunked and split
+/// regimes, whose per-call workspace View is freed on return (on CUDA a cudaFree, which waits for the device);
+/// x may be y. Rows are held in team scratch where they fit and `cache` allows.
+template <class ExecSpace, class XView, class YView, class Op>
+void row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, bool cache, const char* label) {
+  using T                 = typename YView::non_const_value_type;
+  const std::int64_t rows = y.extent(0), cols = y.extent(1);
+  if (rows == 0 || cols == 0) return;
+  const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
+  run_row_plan(space, x, y, op, plan_rows(space, rows, cols, sizeof(T), cache, scratch_bytes), label);
 }
 
 /// The portable softmax. On CPUs the second read of a row hits the cache anyway, so rows are held in team

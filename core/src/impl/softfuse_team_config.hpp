@@ -4,16 +4,19 @@
 // How the portable row kernels (softfuse_softmax_portable.hpp) cut the work into teams, from what Kokkos
 // reports about the backend (concurrency, team scratch, vector length), never from a device name.
 //
-// Three regimes, by row length and row count:
+// Four regimes, by row length and row count:
 //  - packed: several rows per team, one team thread per row, the row spread over the thread's vector lanes
 //    (GPUs: short rows, so a row costs no team barrier; host CPUs: every row that fits in a core's cache,
 //    one thread per row, vector length 1);
 //  - team: one team per row, the row held in team scratch (GPUs: rows up to the team-scratch limit, read
 //    from memory once);
-//  - split: each row cut into chunks over several teams (rows beyond team scratch, or too few rows to fill
-//    the machine): a statistics pass writes a partial (max, sum) per chunk, a write pass combines the row's
-//    partials and writes its chunk. Rows go in groups small enough that the write pass reads the group back
-//    from cache (GPU L2, CPU core caches).
+//  - chunked (GPUs): rows beyond team scratch, or too few rows to fill the device, cut into chunks of team
+//    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once
+//    (rows longer than what all multiprocessors' chunks hold: the rest of each chunk twice);
+//  - split (GPUs: rows too few and too long for the chunks to fill the device; host CPUs: too few rows for
+//    every thread): each row cut into chunks over several teams; a statistics pass writes a partial
+//    (max, sum) per chunk, a write pass combines the row's partials and writes its chunk. Rows go in groups
+//    small enough that the write pass reads the group back from cache (GPU L2, CPU core caches).
 
 #include <Kokkos_Core.hpp>
 
@@ -25,7 +28,7 @@ namespace softfuse {
 namespace Impl {
 
 template <class ExecSpace>
-constexpr bool is_host_space() {
+KOKKOS_INLINE_FUNCTION constexpr bool is_host_space() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 }
 
@@ -33,11 +36,11 @@ constexpr bool is_host_space() {
 /// 8 interleaved loads in flight per thread; a whole team streaming an uncached row (TeamSoftmax without a
 /// cache) with 1 per thread in wide teams. On host CPUs a run of consecutive elements the compiler vectorizes.
 template <class ExecSpace, bool Cached>
-constexpr int row_block_size() {
+KOKKOS_INLINE_FUNCTION constexpr int row_block_size() {
   return is_host_space<ExecSpace>() ? 64 : (Cached ? 8 : 1);
 }
 template <class ExecSpace>
-constexpr bool row_blocks_interleaved() {
+KOKKOS_INLINE_FUNCTION constexpr bool row_blocks_interleaved() {
   return !is_host_space<ExecSpace>();
 }
 
@@ -65,20 +68,25 @@ struct RowBlocks {
 /// Whether holding a row in team scratch saves a memory pass: on GPUs yes; on CPUs the second read of a
 /// row already hits the cache, and scratch only adds a copy.
 template <class ExecSpace>
-constexpr bool row_cache_pays() {
+KOKKOS_INLINE_FUNCTION constexpr bool row_cache_pays() {
   return !is_host_space<ExecSpace>();
 }
 
-// Tunables, in units of what Kokkos reports. Rows of a split group: at most kGroupBytesPerThread bytes per
-// unit of concurrency (GPUs: a resident thread, so a group is a fraction of an L2; host CPUs: a core,
-// so a group stays in the cores' own caches). Packed rows on GPUs: at most kPackedElementsPerLane per lane.
-constexpr std::size_t kGpuGroupBytesPerThread  = 96;
-constexpr std::size_t kHostGroupBytesPerThread = std::size_t(1) << 18;
-constexpr std::int64_t kPackedElementsPerLane  = 32;
-constexpr int kGpuRowThreads                   = 256;   // threads of a packed or split team on GPUs
-constexpr int kGpuSplitWaves                   = 4;     // split teams per group: this many times what fills the GPU
-constexpr int kGpuStreamThreads                = 1024;  // threads of a team streaming an uncached row
-constexpr int kGpuStreamRowsPerThread          = 4;     // stream rows when rows x threads >= concurrency / this
+// Tunables, in units of what Kokkos reports. Rows of a split group: at most kGpuGroupBytesPerThread bytes per
+// unit of concurrency (GPUs: a resident thread, so a group is a fraction of an L2) or kHostGroupBytesPerThread
+// (host CPUs: a core, so a group stays in the cores' own caches). Packed rows on GPUs: at most
+// kPackedElementsPerLane per lane. Chunked rows: at most one chunk per kGpuThreadsPerMultiprocessor units of
+// concurrency, i.e. per multiprocessor (Kokkos' concurrency is multiprocessors x resident threads, at most
+// 2048 of them on NVIDIA and AMD GPUs), each of which holds at least one chunk's team.
+constexpr std::size_t kGpuGroupBytesPerThread       = 96;
+constexpr std::size_t kHostGroupBytesPerThread      = std::size_t(1) << 18;
+constexpr std::int64_t kPackedElementsPerLane       = 64;
+constexpr int kGpuPackedThreads                     = 128;  // threads of a packed team on GPUs
+constexpr int kGpuRowThreads                        = 256;  // threads of a team, chunked or split team on GPUs
+constexpr int kGpuSplitWaves                        = 2;    // split teams per group: this many times what fills the GPU
+constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
+// threads of a team streaming an uncached row (the distributed row passes)
+constexpr int kGpuStreamThreads = 1024;
 
 /// The team size to launch: the plan's, within what the backend allows for the functor (`max_team`),
 /// rounded down to a power of two. team_size_max can be any count of warps (a functor with more registers,
@@ -90,16 +98,57 @@ inline int launch_team_size(int planned, int max_team) {
   return team;
 }
 
-enum class RowRegime { packed, team, split };
+enum class RowRegime { packed, team, chunked, split };
 
 struct RowPlan {
   RowRegime regime   = RowRegime::packed;
   int team_size      = 1;              // packed: rows per team; team, split: threads per team
   int vector_length  = 1;              // packed: lanes per row
-  bool cached        = false;          // packed, team: rows held in team scratch
-  std::int64_t chunk = 0, chunks = 1;  // split: elements per chunk, chunks per row
-  std::int64_t group_rows = 0;         // split: rows per group
+  bool cached        = false;          // packed, team, chunked: rows (chunks) held in team scratch
+  std::int64_t chunk = 0, chunks = 1;  // chunked, split: elements per chunk, chunks per row
+  std::int64_t cached_chunk = 0;       // chunked: elements of a chunk held in team scratch (its first ones)
+  std::int64_t group_rows   = 0;       // split: rows per group
 };
+
+/// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
+/// multiple of `unit`, enough of them to give the device `fill` teams, at most `max_chunks` per row.
+inline RowPlan plan_chunked(std::int64_t rows, std::int64_t cols, int team_size, std::int64_t unit, std::int64_t held,
+                            std::int64_t fill, std::int64_t max_chunks) {
+  RowPlan plan;
+  plan.regime         = RowRegime::chunked;
+  plan.team_size      = team_size;
+  std::int64_t chunks = held > 0 ? (cols + held - 1) / held : 1;
+  chunks = std::min({std::max(chunks, (fill + rows - 1) / rows), std::max<std::int64_t>(1, cols / unit), max_chunks});
+  plan.chunk        = ((cols + chunks - 1) / chunks + unit - 1) / unit * unit;
+  plan.chunks       = (cols + plan.chunk - 1) / plan.chunk;
+  plan.cached_chunk = std::min(plan.chunk, held);
+  plan.cached       = held > 0;
+  return plan;
+}
+
+/// Split: groups of whole rows of at most `group_elems` elements, `teams` chunks of at least `unit` elements
+/// per group.
+inline RowPlan plan_split(std::int64_t rows, std::int64_t cols, int team_size, std::int64_t unit,
+                          std::int64_t group_elems, std::int64_t teams) {
+  RowPlan plan;
+  plan.regime                = RowRegime::split;
+  plan.team_size             = team_size;
+  plan.group_rows            = std::min(rows, std::max<std::int64_t>(1, group_elems / cols));
+  const std::int64_t per_row = std::max<std::int64_t>(1, teams / plan.group_rows);
+  std::int64_t chunk         = (cols + per_row - 1) / per_row;
+  plan.chunk                 = std::max(unit, (chunk + unit - 1) / unit * unit);
+  plan.chunks                = (cols + plan.chunk - 1) / plan.chunk;
+  return plan;
+}
+
+/// The most elements of a multiple of `unit` that team scratch holds (`scratch_bytes(n)`: what n take).
+template <class ScratchBytes>
+std::int64_t scratch_elements(std::size_t scratch_max, std::size_t elem_bytes, std::int64_t unit,
+                              const ScratchBytes& scratch_bytes) {
+  std::int64_t held = static_cast<std::int64_t>(scratch_max / elem_bytes) / unit * unit;
+  while (held > 0 && scratch_bytes(held) > scratch_max) held -= unit;
+  return held;
+}
 
 /// The regime and team shape for rows x cols elements of `elem_bytes` bytes on `space`; `cache` allows
 /// holding rows in team scratch (`scratch_bytes(n)`: the scratch n elements take).
@@ -120,53 +169,43 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       return plan;
     }
   } else {
-    const std::int64_t max_lanes = std::min<std::int64_t>(policy_type::vector_length_max(), 32);
+    // Packed: lanes enough for 8 elements each, at most 16 (a row costs a vector reduction per lane level).
+    const std::int64_t max_lanes = std::min<std::int64_t>(policy_type::vector_length_max(), 16);
     if (cols <= max_lanes * kPackedElementsPerLane) {
       std::int64_t lanes = 1;
       while (lanes < max_lanes && lanes * 8 < cols) lanes *= 2;
       plan.regime        = RowRegime::packed;
       plan.vector_length = static_cast<int>(lanes);
-      plan.team_size     = static_cast<int>(kGpuRowThreads / lanes);
+      plan.team_size     = static_cast<int>(kGpuPackedThreads / lanes);
       plan.cached        = cache && scratch_bytes(plan.team_size * cols) <= scratch_max;
       return plan;
     }
-    // One team per cached row where the rows alone fill the GPU about twice over.
+    // Team: one team per cached row, 32 elements per thread (64 to 256 threads), where the rows alone fill
+    // the GPU about twice over.
     if (cache && scratch_bytes(cols) <= scratch_max && rows * kGpuRowThreads * 2 >= concurrency) {
       plan.regime    = RowRegime::team;
       plan.cached    = true;
       std::int64_t t = 64;
-      while (t < kGpuRowThreads && t * 8 < cols) t *= 2;
+      while (t < kGpuRowThreads && t * 32 < cols) t *= 2;
       plan.team_size = static_cast<int>(t);
       return plan;
     }
-    // Rows beyond team scratch, enough of them to keep every multiprocessor busy: one wide team per row,
-    // streaming it twice (the second read partly from cache). Measured on the H100 (docs/portable_path.md):
-    // faster than the split regime, whose per-group launches cost more than its second read from L2 saves,
-    // from 128 rows of 1M columns up; the split regime wins for fewer rows (32 x 8M, 1 x 33M).
-    if (rows * kGpuStreamThreads * kGpuStreamRowsPerThread >= concurrency) {
-      plan.regime    = RowRegime::team;
-      plan.cached    = false;
-      plan.team_size = kGpuStreamThreads;
-      return plan;
-    }
+    // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
+    // scratch holds its first part and streams the rest twice. Fewer, longer rows are split (measured on the
+    // H100: one row of 33M columns 38 % of copy split, 23 % chunked in 132 chunks; 32 x 8M 43 % chunked,
+    // 27 % split; perf/bench/portable_plans_bench.cpp).
+    const std::int64_t held = cache ? scratch_elements(scratch_max, elem_bytes, kGpuRowThreads, scratch_bytes) : 0;
+    const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
+    const RowPlan chunked =
+        plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks);
+    if (rows * chunked.chunks * kGpuRowThreads >= concurrency) return chunked;
+    return plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<ExecSpace, true>(),
+                      concurrency * static_cast<std::int64_t>(kGpuGroupBytesPerThread / elem_bytes),
+                      kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads));
   }
-  // Split: groups of whole rows within the cache budget; each group's chunks fill the machine.
-  plan.regime                    = RowRegime::split;
-  plan.team_size                 = host ? 1 : kGpuRowThreads;
-  const std::int64_t group_elems = std::max<std::int64_t>(
-      1, concurrency * static_cast<std::int64_t>(host ? kHostGroupBytesPerThread : kGpuGroupBytesPerThread) /
-             static_cast<std::int64_t>(elem_bytes));
-  plan.group_rows = std::min(rows, std::max<std::int64_t>(1, group_elems / cols));
-  const std::int64_t teams =
-      host ? concurrency : kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads);
-  const std::int64_t per_row = std::max<std::int64_t>(1, teams / plan.group_rows);
-  // at least two blocks per thread: a team has its partial to join and store besides
-  const std::int64_t unit = 2 * plan.team_size * row_block_size<ExecSpace, true>();
-  std::int64_t chunk      = (cols + per_row - 1) / per_row;
-  chunk                   = std::max(unit, (chunk + unit - 1) / unit * unit);
-  plan.chunk              = chunk;
-  plan.chunks             = (cols + chunk - 1) / chunk;
-  return plan;
+  // Split (host): groups of whole rows within the cores' caches, one chunk per thread.
+  return plan_split(rows, cols, 1, 2 * row_block_size<ExecSpace, true>(),
+                    concurrency * static_cast<std::int64_t>(kHostGroupBytesPerThread / elem_bytes), concurrency);
 }
 
 }  // namespace Impl

@@ -1,0 +1,151 @@
+#ifndef SOFTFUSE_IMPL_ROW_CHUNKS_HPP
+#define SOFTFUSE_IMPL_ROW_CHUNKS_HPP
+
+// The chunked regime of the portable row kernel on GPUs (softfuse_team_config.hpp): rows beyond team
+// scratch, or too few rows to fill the device, cut into plan.chunks chunks of plan.chunk elements, one team
+// per chunk, in one kernel. A team holds (the first plan.cached_chunk elements of) its chunk in team scratch,
+// publishes the chunk's (max, sum), waits until every chunk of its row has published, joins them and writes
+// its chunk from scratch: each element is read from memory once.
+//
+// Partials are 8-byte words that announce themselves: a slot holds all ones until its chunk stores it, and no
+// stored value has all bits set (a chunk's maximum is never NaN; a NaN sum is stored as the canonical quiet
+// NaN). A team reads each of its row's slots until it is filled, with no fence and no counter (a fence per
+// team cost more than its chunk's transfer).
+//
+// Waiting on other teams needs them to run: teams take their chunks in the order they start (a ticket from a
+// global counter, not league_rank), so every chunk of a row is taken by a team that started no later than
+// the row's last one; a row waits only on teams that are running or done as long as at most plan.chunks teams
+// are always resident, and plan_rows keeps plan.chunks at or below one team per multiprocessor's worth of
+// concurrency (2048 threads), which every GPU holds at this team shape. The same order of the join in every
+// team of a row gives every chunk the same bits.
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+
+#include "softfuse_row_pass.hpp"
+#include "softfuse_team_config.hpp"
+
+namespace softfuse {
+namespace Impl {
+
+/// A partial's word: the bits of a double, all ones meaning "not stored yet".
+constexpr std::uint64_t kEmptyPartial = ~std::uint64_t(0);
+
+KOKKOS_INLINE_FUNCTION std::uint64_t partial_word(const double v) {
+  if (v != v) return 0x7ff8000000000000ull;  // one quiet NaN for every NaN, never all ones
+  std::uint64_t w;
+  std::memcpy(&w, &v, sizeof w);
+  return w;
+}
+
+KOKKOS_INLINE_FUNCTION double partial_value(const std::uint64_t w) {
+  double v;
+  std::memcpy(&v, &w, sizeof v);
+  return v;
+}
+
+template <class ExecSpace, class XView, class YView, class Op>
+struct ChunkedRowsFunctor {
+  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T           = typename YView::non_const_value_type;
+  using device_type = Kokkos::Device<ExecSpace, typename YView::memory_space>;
+  using cache_type =
+      Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  static constexpr int B            = row_block_size<ExecSpace, true>();
+  static constexpr bool interleaved = row_blocks_interleaved<ExecSpace>();
+
+  XView x;
+  YView y;
+  Op op;
+  Kokkos::View<std::uint64_t*, device_type> part_max, part_sum;  // [row * chunks + chunk], kEmptyPartial at first
+  Kokkos::View<int*, device_type> ticket;  // [launch]: the next chunk of the launch to take (int: a native atomic)
+  std::int64_t first_row, chunk, cached_chunk;
+  int chunks, launch;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    int unit = 0;
+    Kokkos::single(
+        Kokkos::PerTeam(team), [&](int& t) { t = Kokkos::atomic_fetch_add(&ticket(launch), 1); }, unit);
+    const std::int64_t row_in_launch = unit / chunks, row = first_row + row_in_launch;
+    const std::int64_t begin = (unit - row_in_launch * chunks) * chunk, cols = y.extent(1);
+    const std::int64_t end  = begin + chunk < cols ? begin + chunk : cols;
+    const std::int64_t mid  = begin + cached_chunk < end ? begin + cached_chunk : end;
+    const std::int64_t slot = row * chunks + (unit - row_in_launch * chunks);
+    const TeamWorkers<member_type> workers{team};
+    const cache_type cache(team.team_scratch(0), cached_chunk);
+    const auto x_held = Kokkos::subview(x, row, Kokkos::make_pair(begin, mid));
+    const auto x_rest = Kokkos::subview(x, row, Kokkos::make_pair(mid, end));
+    const ShiftedOp<Op> op_held{op, begin}, op_rest{op, mid};
+
+    RowStats<T> stats = row_stats<T, B, interleaved>(workers, x_held, cache, op_held);
+    if (mid < end)
+      stats = RowStats<T>::combine(stats, row_stats<T, B, interleaved>(workers, x_rest, NoCache(), op_rest));
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      *static_cast<volatile std::uint64_t*>(&part_max(slot)) = partial_word(static_cast<double>(stats.max));
+      *static_cast<volatile std::uint64_t*>(&part_sum(slot)) = partial_word(stats.sum);
+    });
+
+    // Volatile loads: the partials are written by other teams during this kernel (no stale cached copy).
+    const volatile std::uint64_t* maxima = &part_max(row * chunks);
+    const volatile std::uint64_t* sums   = &part_sum(row * chunks);
+    RowStats<T> row_total;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, chunks),
+        [&](const int k, RowStats<T>& acc) {
+          std::uint64_t m, s;
+          while ((m = maxima[k]) == kEmptyPartial) {
+          }
+          while ((s = sums[k]) == kEmptyPartial) {
+          }
+          acc = RowStats<T>::combine(acc, {static_cast<T>(partial_value(m)), partial_value(s)});
+        },
+        RowStatsReducer<T>(row_total));
+    const T inv = row_total.inverse_sum();
+    row_write<T, B, interleaved>(workers, x_held, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache,
+                                 op_held, row_total.max, inv);
+    if (mid < end)
+      row_write<T, B, interleaved>(workers, x_rest, Kokkos::subview(y, row, Kokkos::make_pair(mid, end)), NoCache(),
+                                   op_rest, row_total.max, inv);
+  }
+};
+
+/// Runs the chunked regime over all rows: launches of at most INT_MAX chunks, each with its own ticket
+/// counter. The workspace (partials, tickets) is allocated per call.
+template <class ExecSpace, class XView, class YView, class Op>
+void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
+                         const char* label) {
+  using functor_type = ChunkedRowsFunctor<ExecSpace, XView, YView, Op>;
+  // Registers for 4 teams of kGpuRowThreads per multiprocessor: resident teams stream while others wait.
+  using policy_type       = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kGpuRowThreads, 4>>;
+  const std::int64_t rows = y.extent(0), per_launch = std::max<std::int64_t>(1, INT_MAX / plan.chunks);
+  const std::int64_t launches = (rows + per_launch - 1) / per_launch;
+  functor_type f{x, y, op, {}, {}, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
+  f.part_max = decltype(f.part_max)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_max"),
+                                    rows * plan.chunks);
+  f.part_sum = decltype(f.part_sum)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_sum"),
+                                    rows * plan.chunks);
+  Kokkos::deep_copy(space, f.part_max, kEmptyPartial);
+  Kokkos::deep_copy(space, f.part_sum, kEmptyPartial);
+  f.ticket                  = decltype(f.ticket)(Kokkos::view_alloc(space, "softfuse::chunk_ticket"), launches);
+  const std::size_t scratch = functor_type::cache_type::shmem_size(plan.cached_chunk);
+  policy_type probe(space, 1, 1);
+  probe.set_scratch_size(0, Kokkos::PerTeam(scratch));
+  const int team = launch_team_size(plan.team_size, probe.team_size_max(f, Kokkos::ParallelForTag()));
+  for (std::int64_t l = 0; l < launches; ++l) {
+    f.launch         = static_cast<int>(l);
+    f.first_row      = l * per_launch;
+    const int league = static_cast<int>(std::min(per_launch, rows - f.first_row) * plan.chunks);
+    policy_type policy(space, league, team);
+    policy.set_scratch_size(0, Kokkos::PerTeam(scratch));
+    Kokkos::parallel_for(label, policy, f);
+  }
+}
+
+}  // namespace Impl
+}  // namespace softfuse
+
+#endif

@@ -1,0 +1,170 @@
+// Times the portable softmax under every candidate plan of each shape (regime, team shape, chunk size), next to
+// plan_rows' own choice and the device copy of the same buffers: the measurements behind the tunables of
+// core/src/impl/softfuse_team_config.hpp. Each plan's result is checked (every row sums to 1 within 1e-4).
+//
+//   softfuse_bench_portable_plans [--shapes=4096x393216,65536x1024] [--reps=N] [--json=FILE]
+//
+// Default shapes: the 14 fp32 shapes of softmax_bench. Medians of N fenced runs (default 15) after a warm-up.
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Random.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <impl/softfuse_softmax_portable.hpp>
+
+#include "bench_context.hpp"
+
+namespace {
+
+using Space  = Kokkos::DefaultExecutionSpace;
+using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Space>;
+using softfuse::Impl::RowPlan;
+using softfuse::Impl::RowRegime;
+
+std::size_t scratch_bytes(std::int64_t n) { return softfuse::Impl::row_cache_t<Space, float>::shmem_size(n); }
+
+std::string describe(const RowPlan& p) {
+  const char* regimes[] = {"packed", "team", "chunked", "split"};
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s chunk=%lld chunks=%lld held=%lld group=%lld",
+                regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
+                static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
+                static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
+  return buf;
+}
+
+/// The candidate plans for rows x cols, plan_rows' own first.
+std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
+  using namespace softfuse::Impl;
+  const Space space;
+  const std::size_t scratch_max  = Kokkos::TeamPolicy<Space>(space, 1, 1).scratch_size_max(0);
+  const std::int64_t concurrency = space.concurrency();
+  std::vector<RowPlan> plans     = {plan_rows(space, rows, cols, sizeof(float), true, scratch_bytes)};
+  if (cols <= 4096)
+    for (int lanes = 1; lanes <= 32; lanes *= 2)
+      for (int threads : {64, 128, 256})
+        for (bool cached : {false, true}) {
+          RowPlan p;
+          p.regime        = RowRegime::packed;
+          p.vector_length = lanes;
+          p.team_size     = std::max(1, threads / lanes);
+          p.cached        = cached;
+          if (!cached || scratch_bytes(p.team_size * cols) <= scratch_max) plans.push_back(p);
+        }
+  if (scratch_bytes(cols) <= scratch_max)
+    for (int team : {64, 128, 256, 512}) {
+      RowPlan p;
+      p.regime    = RowRegime::team;
+      p.team_size = team;
+      p.cached    = true;
+      plans.push_back(p);
+    }
+  const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
+  if (cols >= 2048)
+    for (int team : {kGpuRowThreads}) {
+      const std::int64_t held = scratch_elements(scratch_max, sizeof(float), team, scratch_bytes);
+      for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held})
+        if (h <= held) plans.push_back(plan_chunked(rows, cols, team, team, h, concurrency / team, max_chunks));
+    }
+  if (cols >= 131072)
+    for (int waves : {2, 4, 8})
+      for (std::int64_t group_bytes : {48, 96, 192})
+        plans.push_back(plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<Space, true>(),
+                                   concurrency * group_bytes / std::int64_t(sizeof(float)),
+                                   waves * concurrency / kGpuRowThreads));
+  return plans;
+}
+
+/// The largest |row sum - 1| over all rows.
+double worst_row_sum_error(const Matrix& y) {
+  double worst = 0;
+  Kokkos::parallel_reduce(
+      "row_sum_check", Kokkos::TeamPolicy<Space>(y.extent(0), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Kokkos::TeamPolicy<Space>::member_type& team, double& w) {
+        const std::int64_t i = team.league_rank();
+        double sum           = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, std::int64_t(y.extent(1))),
+            [&](const std::int64_t j, double& s) { s += y(i, j); }, sum);
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          const double e = sum == sum ? (sum > 1 ? sum - 1 : 1 - sum) : 1e30;
+          w              = e > w ? e : w;
+        });
+      },
+      Kokkos::Max<double>(worst));
+  return worst;
+}
+
+std::string take_flag(int& argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind(name + "=", 0) != 0) continue;
+    for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+    --argc;
+    return a.substr(name.size() + 1);
+  }
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Kokkos::initialize(argc, argv);
+  {
+    const std::string reps_flag = take_flag(argc, argv, "--reps"), json_path = take_flag(argc, argv, "--json");
+    const int reps = reps_flag.empty() ? 15 : std::stoi(reps_flag);
+    std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
+    for (const auto& d : softfuse_bench::take_shapes_flag(argc, argv)) shapes.emplace_back(d.at(0), d.at(1));
+    if (shapes.empty())
+      shapes = {{4096, 393216}, {65536, 1024}, {32768, 8192},  {8192, 32768}, {1024, 8192},
+                {128, 1048576}, {16384, 4096}, {2048, 131072}, {512, 524288}, {256, 2097152},
+                {32, 8388608},  {1, 33554432}, {4194304, 32},  {100000, 1000}};
+    std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
+    if (json)
+      std::fprintf(json,
+                   "{\"device\": \"%s\", \"execution_space\": \"%s\", \"concurrency\": %d, \"kokkos_version\": %d,\n"
+                   " \"plans\": [\n",
+                   softfuse_bench::device_name().c_str(), Space::name(), Space().concurrency(), KOKKOS_VERSION);
+    bool first_record = true;
+    const Space space;
+    for (const auto& s : shapes) {
+      Matrix x(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"), s.first, s.second);
+      Matrix y(Kokkos::view_alloc(Kokkos::WithoutInitializing, "y"), s.first, s.second);
+      Kokkos::Random_XorShift64_Pool<Space> pool(12345);
+      Kokkos::fill_random(x, pool, 1.0f);
+      const double copy_s = softfuse_bench::warm_median_seconds(space, reps, [&] { Kokkos::deep_copy(space, y, x); });
+      const auto plans    = candidates(s.first, s.second);
+      for (std::size_t k = 0; k < plans.size(); ++k) {
+        const auto run = [&] {
+          softfuse::Impl::run_row_plan(space, x, y, softfuse::Impl::IdentityOp(), plans[k], "softfuse::plan_sweep");
+        };
+        const double t         = softfuse_bench::warm_median_seconds(space, reps, run);
+        const double error     = worst_row_sum_error(y);
+        const std::string what = describe(plans[k]);
+        std::printf("%lldx%lld %-70s %9.4f ms %5.1f %% of copy%s%s\n", static_cast<long long>(s.first),
+                    static_cast<long long>(s.second), what.c_str(), t * 1e3, 100 * copy_s / t,
+                    k == 0 ? "  [plan_rows]" : "", error < 1e-4 ? "" : "  WRONG");
+        std::fflush(stdout);
+        if (json)
+          std::fprintf(json,
+                       "%s  {\"shape\": \"%lldx%lld\", \"plan\": \"%s\", \"chosen\": %s, \"median_ms\": %.5f, "
+                       "\"copy_ms\": %.5f, \"of_copy\": %.4f, \"row_sum_error\": %.3g}",
+                       first_record ? "" : ",\n", static_cast<long long>(s.first), static_cast<long long>(s.second),
+                       what.c_str(), k == 0 ? "true" : "false", t * 1e3, copy_s * 1e3, copy_s / t, error);
+        first_record = false;
+      }
+    }
+    if (json) {
+      std::fprintf(json, "\n ]}\n");
+      std::fclose(json);
+    }
+  }
+  Kokkos::finalize();
+  return 0;
+}
