@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace softfuse {
 namespace Impl {
@@ -64,6 +65,22 @@ struct RowBlocks {
     return static_cast<int>((n - j0 + spacing() - 1) / spacing());
   }
 };
+
+/// Whether teams resident on the device keep running while others of the same kernel wait for them (what
+/// the chunked regime's join needs): CUDA and HIP schedule resident thread blocks independently; elsewhere
+/// (SYCL, OpenMP target, host backends) nothing promises it, and rows take the split regime instead.
+template <class ExecSpace>
+constexpr bool resident_teams_progress() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) return true;
+#endif
+#if defined(KOKKOS_ENABLE_HIP) && KOKKOS_VERSION >= 40000
+  if constexpr (std::is_same<ExecSpace, Kokkos::HIP>::value) return true;
+#elif defined(KOKKOS_ENABLE_HIP)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Experimental::HIP>::value) return true;
+#endif
+  return false;
+}
 
 /// Whether holding a row in team scratch saves a memory pass: on GPUs yes; on CPUs the second read of a
 /// row already hits the cache, and scratch only adds a copy.
@@ -198,7 +215,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
     const RowPlan chunked =
         plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks);
-    if (rows * chunked.chunks * kGpuRowThreads >= concurrency) return chunked;
+    if (resident_teams_progress<ExecSpace>() && rows * chunked.chunks * kGpuRowThreads >= concurrency) return chunked;
     return plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<ExecSpace, true>(),
                       concurrency * static_cast<std::int64_t>(kGpuGroupBytesPerThread / elem_bytes),
                       kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads));
