@@ -66,12 +66,13 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       plans.push_back(p);
     }
   const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
+  // chunked teams are kGpuRowThreads (the kernel's launch bounds)
+  const std::int64_t held = scratch_elements(scratch_max, sizeof(float), kGpuRowThreads, scratch_bytes);
   if (cols >= 2048)
-    for (int team : {kGpuRowThreads}) {
-      const std::int64_t held = scratch_elements(scratch_max, sizeof(float), team, scratch_bytes);
-      for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held})
-        if (h <= held) plans.push_back(plan_chunked(rows, cols, team, team, h, concurrency / team, max_chunks));
-    }
+    for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held})
+      if (h <= held)
+        plans.push_back(
+            plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, h, concurrency / kGpuRowThreads, max_chunks));
   if (cols >= 131072)
     for (int waves : {2, 4, 8})
       for (std::int64_t group_bytes : {48, 96, 192})
