@@ -9,8 +9,8 @@
 //
 // Partials are 8-byte words that announce themselves: a slot holds all ones until its chunk stores it, and no
 // stored value has all bits set (a chunk's maximum is never NaN; a NaN sum is stored as the canonical quiet
-// NaN). A team reads each of its row's slots until it is filled, with no fence and no counter (a fence per
-// team cost more than its chunk's transfer).
+// NaN). A team reads each of its row's slots until it is filled, with no fence and no counter (fences and a
+// counter per team measured slower, docs/portable_path.md).
 //
 // Waiting on other teams needs them to run: teams take their chunks in the order they start (a ticket from a
 // global counter, not league_rank), so every chunk of a row is taken by a team that started no later than
