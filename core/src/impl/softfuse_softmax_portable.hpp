@@ -27,10 +27,9 @@ using row_cache_t = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, K
 /// rows take consecutive stretches of the team's scratch.
 template <class ExecSpace, class XView, class YView, class Op, bool Cached>
 struct PackedRowsFunctor {
-  using member_type          = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T                    = typename YView::non_const_value_type;
-  static constexpr int B     = row_block_size<ExecSpace, true>();
-  static constexpr bool host = is_host_space<ExecSpace>();
+  using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T                = typename YView::non_const_value_type;
+  static constexpr int B = row_block_size<ExecSpace, true>();
 
   XView x;
   YView y;
@@ -46,7 +45,6 @@ struct PackedRowsFunctor {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](const std::int64_t r) {
       const auto x_row = Kokkos::subview(x, base + r, Kokkos::ALL);
       const auto y_row = Kokkos::subview(y, base + r, Kokkos::ALL);
-      if constexpr (host) return host_row_softmax<T>(x_row, y_row, op);  // one exponential per element
       const VectorWorkers<member_type> workers{team, lanes};
       if constexpr (Cached)
         row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(
@@ -102,26 +100,32 @@ void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, boo
 template <class ExecSpace, class XView, class YView, class Op>
 void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
                   const char* label) {
-  using T                 = typename YView::non_const_value_type;
-  const std::int64_t rows = y.extent(0), cols = y.extent(1);
-  const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
-  const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
-  switch (plan.regime) {
-    case RowRegime::packed:
-      if (plan.cached)
-        launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length},
-                    rows, true, plan, packed_bytes, label);
-      else
-        launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
-                    rows, true, plan, packed_bytes, label);
-      break;
-    case RowRegime::team:
-      launch_rows(
-          space, TeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0}, rows, false, plan,
-          [&](int) { return scratch_bytes(cols); }, label);
-      break;
-    case RowRegime::chunked: chunked_row_softmax(space, x, y, op, plan, label); break;
-    case RowRegime::split: split_row_softmax(space, x, y, op, plan, label); break;
+  if constexpr (is_host_space<ExecSpace>()) {
+    // packed and team: one exponential per element, y written once (hosts plan no chunked rows)
+    if (plan.regime == RowRegime::split) return split_row_softmax(space, x, y, op, plan, label);
+    return host_row_softmax(space, x, y, op, plan, label);
+  } else {
+    using T                  = typename YView::non_const_value_type;
+    const std::int64_t rows  = y.extent(0), cols = y.extent(1);
+    const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
+    const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
+    switch (plan.regime) {
+      case RowRegime::packed:
+        if (plan.cached)
+          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length},
+                      rows, true, plan, packed_bytes, label);
+        else
+          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
+                      rows, true, plan, packed_bytes, label);
+        break;
+      case RowRegime::team:
+        launch_rows(
+            space, TeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0}, rows, false, plan,
+            [&](int) { return scratch_bytes(cols); }, label);
+        break;
+      case RowRegime::chunked: chunked_row_softmax(space, x, y, op, plan, label); break;
+      case RowRegime::split: split_row_softmax(space, x, y, op, plan, label); break;
+    }
   }
 }
 

@@ -6,15 +6,16 @@
 //
 // Four regimes, by row length and row count:
 //  - packed: several rows per team, one team thread per row, the row spread over the thread's vector lanes
-//    (GPUs: short rows, so a row costs no team barrier; host CPUs: every row that fits in a core's cache,
-//    one thread per row, vector length 1);
+//    (GPUs: short rows, so a row costs no team barrier; host CPUs: rows for every thread, one thread per
+//    row, softfuse_host_row_pass.hpp);
 //  - team: one team per row, the row held in team scratch (GPUs: rows up to the team-scratch limit, read
-//    from memory once);
+//    from memory once) or in its threads' buffers (host CPUs: rows beyond one buffer, or fewer rows than
+//    threads);
 //  - chunked (GPUs): rows beyond team scratch, or too few rows to fill the device, cut into chunks of team
 //    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once
 //    (rows longer than what all multiprocessors' chunks hold: the rest of each chunk twice);
-//  - split (GPUs: rows too few and too long for the chunks to fill the device; host CPUs: too few rows for
-//    every thread): each row cut into chunks over several teams; a statistics pass writes a partial
+//  - split (GPUs: rows too few and too long for the chunks to fill the device; host CPUs: fewer rows than
+//    threads, beyond all threads' buffers): each row cut into chunks over several teams; a statistics pass writes a partial
 //    (max, sum) per chunk, a write pass combines the row's partials and writes its chunk. Rows go in groups
 //    small enough that the write pass reads the group back from cache (GPU L2, CPU core caches).
 
@@ -24,6 +25,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+
+#include "softfuse_host_stream_store.hpp"
 
 namespace softfuse {
 namespace Impl {
@@ -97,6 +100,10 @@ KOKKOS_INLINE_FUNCTION constexpr bool row_cache_pays() {
 // 2048 of them on NVIDIA and AMD GPUs), each of which holds at least one chunk's team.
 constexpr std::size_t kGpuGroupBytesPerThread       = 96;
 constexpr std::size_t kHostGroupBytesPerThread      = std::size_t(1) << 18;
+// host CPUs: the part of a row a thread holds between its passes (within a core's L2), and the most threads
+// of a team (Kokkos' host teams)
+constexpr std::size_t kHostRowBufferBytes = std::size_t(1) << 19;
+constexpr std::int64_t kHostMaxTeam       = 64;
 constexpr std::int64_t kPackedElementsPerLane       = 64;
 constexpr int kGpuPackedThreads                     = 128;  // threads of a packed team on GPUs
 constexpr int kGpuRowThreads                        = 256;  // threads of a team, chunked or split team on GPUs
@@ -117,14 +124,23 @@ inline int launch_team_size(int planned, int max_team) {
 
 enum class RowRegime { packed, team, chunked, split };
 
+/// A stand-in for the host row functors where Kokkos asks for one: its host teams' size limit (the threads a
+/// team may have from where it is launched) does not depend on the functor.
+struct HostTeamProbe {
+  template <class Member>
+  void operator()(const Member&) const {}
+};
+
 struct RowPlan {
   RowRegime regime   = RowRegime::packed;
   int team_size      = 1;              // packed: rows per team; team, split: threads per team
   int vector_length  = 1;              // packed: lanes per row
   bool cached        = false;          // packed, team, chunked: rows (chunks) held in team scratch
-  std::int64_t chunk = 0, chunks = 1;  // chunked, split: elements per chunk, chunks per row
+  std::int64_t chunk = 0, chunks = 1;  // chunked, split, host team: elements per chunk, chunks per row;
+                                       // host packed: a thread's buffer (0: y)
   std::int64_t cached_chunk = 0;       // chunked: elements of a chunk held in team scratch (its first ones)
   std::int64_t group_rows   = 0;       // split: rows per group
+  bool stream               = false;   // host packed, team: y written with streaming stores
 };
 
 /// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
@@ -178,11 +194,26 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
   constexpr bool host            = is_host_space<ExecSpace>();
   RowPlan plan;
   if (host) {
-    // One thread per row while there are rows for every thread: one parallel region, no barrier (a row
-    // beyond a core's cache is read back from the shared last-level cache or memory; measured faster than
-    // splitting it, whose two regions per group wait for every thread).
-    if (rows >= concurrency) {
-      plan.regime = RowRegime::packed;  // no team scratch: the host row pass keeps its exponentials in y
+    // A thread holds its part of a row (at most `held` elements) in its buffer between the passes: one thread
+    // per row while there are rows for every thread and they fit; else teams of the threads a row needs, or
+    // of all threads shared among the rows. Rows beyond the buffers of a team: one thread per row with y as
+    // its buffer while there are rows for every thread (measured faster than split on 2 cores), else split.
+    const std::int64_t held = static_cast<std::int64_t>(kHostRowBufferBytes / elem_bytes);
+    const std::int64_t need = (cols + held - 1) / held;
+    const std::int64_t max_team = std::min<std::int64_t>(
+        {concurrency, kHostMaxTeam, policy_type(space, 1, 1).team_size_max(HostTeamProbe(), Kokkos::ParallelForTag())});
+    plan.stream = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols) * elem_bytes >= host_stream_min_bytes();
+    if (rows >= concurrency && (need == 1 || need > max_team)) {
+      plan.regime = RowRegime::packed;
+      plan.chunk  = need == 1 ? cols : 0;
+      return plan;
+    }
+    if (need <= max_team) {
+      const std::int64_t team = std::min(max_team, std::max(need, concurrency / rows));
+      plan.regime             = RowRegime::team;
+      plan.team_size          = static_cast<int>(team);
+      plan.chunk              = ((cols + team - 1) / team + 15) / 16 * 16;  // whole 64-byte lines of floats
+      plan.chunks             = (cols + plan.chunk - 1) / plan.chunk;
       return plan;
     }
   } else {
