@@ -15,7 +15,8 @@
 # distributed_scaling.json (perf/distributed_scaling.py: per-step medians, efficiency against one GPU).
 # host times the host path instead, built without CUDA (Kokkos OpenMP+Serial, Kokkos Kernels on the bundle's
 # OpenMP OpenBLAS, in build/openmp-host): the softmax benchmark (one OpenMP thread per core, bound:
-# 4096x65536, 65536x1024, 64x1048576 against a parallel copy), the fused layers with the host GEMM alone
+# 4096x65536, 65536x1024, 64x1048576 against a parallel copy), the plan sweep of those shapes (host_plans.json),
+# the fused layers with the host GEMM alone
 # (1024x8192x8192, 256x4096x4096), and the reference framework on the CPU with as many threads
 # (perf/torch_baseline/cpu_torch.py: the same softmax shapes and layers), into results.json (with the raw
 # bench_softmax_host.json and bench_fused_host.json in logs.tar.gz) and torch_cpu.json. SOFTFUSE_HOST_QUICK=1
@@ -66,6 +67,13 @@ finish() {
   exit $status
 }
 
+plans_json() {  # the plan sweep's JSON with date, command and commit
+  python3 -c 'import json, sys, datetime; d = json.load(open(sys.argv[1]))
+print(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "command": sys.argv[2], "commit": sys.argv[3], **d}, indent=1))' "$1" \
+    "bash scripts/gpu_run.sh $script_args (softfuse_bench_portable_plans)" "$commit"
+}
+
 summary "softfuse GPU run $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 commit=${SOFTFUSE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || cat .gpu_bundle/commit.txt 2>/dev/null)}
 summary "commit $commit; $what $arch"
@@ -100,7 +108,8 @@ if [ "$what" = host ]; then
   with_blas() { LD_LIBRARY_PATH="$blas_path${LD_LIBRARY_PATH:+${blas_path:+:}$LD_LIBRARY_PATH}" "$@"; }
   stage configure_host with_blas cmake -S . -B "$hbuild" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release \
     -DSOFTFUSE_CUDA_SPECIALIZED=OFF -DSOFTFUSE_ENABLE_TESTS=OFF -DSOFTFUSE_ENABLE_EXAMPLES=OFF ${SOFTFUSE_CMAKE_ARGS:-}
-  stage build_host with_blas cmake --build "$hbuild" -j "$jobs" --target softfuse_bench_softmax softfuse_bench_linear
+  stage build_host with_blas cmake --build "$hbuild" -j "$jobs" --target softfuse_bench_softmax softfuse_bench_linear \
+    softfuse_bench_portable_plans
   [ $status -eq 0 ] || finish
   cores=$(nproc)
   summary "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $cores threads"
@@ -112,9 +121,13 @@ if [ "$what" = host ]; then
   stage bench_softmax_host with_blas "$hbuild/perf/softfuse_bench_softmax" --host \
     --benchmark_out="$OUT/bench_softmax_host.json" --benchmark_out_format=json --benchmark_min_time=$min_time
   grep -E "^host_" "$logs/bench_softmax_host.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
-  stage bench_fused_host with_blas "$hbuild/perf/softfuse_bench_linear" --shapes=$fused_shapes \
+  stage host_plans with_blas "$hbuild/perf/softfuse_bench_portable_plans" --reps=10 --json="$logs/host_plans.json"
+  plans_json "$logs/host_plans.json" >"$OUT/host_plans.json"
+  grep -E "of copy" "$logs/host_plans.log" | tee -a "$OUT/summary.txt"
+  # OPENBLAS_VERBOSE=2: OpenBLAS names the kernels it picked for this CPU in the log
+  stage bench_fused_host with_blas env OPENBLAS_VERBOSE=2 "$hbuild/perf/softfuse_bench_linear" --shapes=$fused_shapes \
     --benchmark_out="$OUT/bench_fused_host.json" --benchmark_out_format=json --benchmark_min_time=$min_time
-  grep -E "^(gemm|linear)" "$logs/bench_fused_host.log" | tee -a "$OUT/summary.txt"
+  grep -E "^(gemm|linear)|^Core" "$logs/bench_fused_host.log" | tee -a "$OUT/summary.txt"
   stage torch_cpu python3 perf/torch_baseline/cpu_torch.py --threads "$cores" --commit "$commit" $torch_args \
     --json "$OUT/torch_cpu.json"
   grep -E "^torch" "$logs/torch_cpu.log" | tee -a "$OUT/summary.txt"
@@ -168,10 +181,7 @@ if [ "$what" = portable ]; then
   stage unit_cuda "$build/tests/softfuse_unit_cuda" ${SOFTFUSE_GTEST_ARGS:-}
   grep -E "^\[  (PASSED|FAILED) |tests ran" "$logs/unit_cuda.log" | tee -a "$OUT/summary.txt"
   stage portable_plans "$build/perf/softfuse_bench_portable_plans" --json="$logs/plans.json"
-  python3 -c 'import json, sys, datetime; d = json.load(open(sys.argv[1]))
-print(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "command": sys.argv[2], "commit": sys.argv[3], **d}, indent=1))' "$logs/plans.json" \
-    "bash scripts/gpu_run.sh $script_args (softfuse_bench_portable_plans)" "$commit" >"$OUT/portable_plans.json"
+  plans_json "$logs/plans.json" >"$OUT/portable_plans.json"
   grep -E "plan_rows|WRONG" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
   stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
     --benchmark_out_format=json --benchmark_min_time=0.2

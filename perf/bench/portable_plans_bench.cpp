@@ -4,7 +4,8 @@
 //
 //   softfuse_bench_portable_plans [--shapes=4096x393216,65536x1024] [--reps=N] [--json=FILE]
 //
-// Default shapes: the 14 fp32 shapes of softmax_bench. Medians of N fenced runs (default 15) after a warm-up.
+// Default shapes: the 14 fp32 shapes of softmax_bench (GPUs) or its 3 host shapes (host CPUs). Medians of N fenced
+// runs (default 15) after a warm-up.
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Random.hpp>
@@ -32,11 +33,40 @@ std::size_t scratch_bytes(std::int64_t n) { return softfuse::Impl::row_cache_t<S
 std::string describe(const RowPlan& p) {
   const char* regimes[] = {"packed", "team", "chunked", "split"};
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s chunk=%lld chunks=%lld held=%lld group=%lld",
+  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
+                p.stream ? " stream" : "",
                 static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
                 static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
   return buf;
+}
+
+/// The candidate plans for rows x cols on host CPUs: one thread per row (buffered where the row fits a
+/// buffer, and in y), teams of 2 to 64 threads per row, each with and without streaming stores; split.
+void host_candidates(std::int64_t rows, std::int64_t cols, std::vector<RowPlan>& plans) {
+  using namespace softfuse::Impl;
+  const std::int64_t concurrency = Space().concurrency();
+  const std::int64_t held        = static_cast<std::int64_t>(kHostRowBufferBytes / sizeof(float));
+  RowPlan in_y;  // packed, chunk 0: y is the buffer
+  plans.push_back(in_y);
+  for (bool stream : {false, true}) {
+    RowPlan p;
+    p.stream = stream;
+    if (cols <= held) {
+      p.chunk = cols;
+      plans.push_back(p);
+    }
+    for (std::int64_t team = 2; team <= std::min<std::int64_t>(concurrency, kHostMaxTeam); team *= 2) {
+      p.regime    = RowRegime::team;
+      p.team_size = static_cast<int>(team);
+      p.chunk     = ((cols + team - 1) / team + 15) / 16 * 16;
+      p.chunks    = (cols + p.chunk - 1) / p.chunk;
+      if (p.chunk <= held) plans.push_back(p);
+    }
+  }
+  plans.push_back(plan_split(rows, cols, 1, 2 * row_block_size<Space, true>(),
+                             concurrency * static_cast<std::int64_t>(kHostGroupBytesPerThread / sizeof(float)),
+                             concurrency));
 }
 
 /// The candidate plans for rows x cols, plan_rows' own first.
@@ -46,6 +76,10 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
   const std::size_t scratch_max  = Kokkos::TeamPolicy<Space>(space, 1, 1).scratch_size_max(0);
   const std::int64_t concurrency = space.concurrency();
   std::vector<RowPlan> plans     = {plan_rows(space, rows, cols, sizeof(float), true, scratch_bytes)};
+  if (is_host_space<Space>()) {
+    host_candidates(rows, cols, plans);
+    return plans;
+  }
   if (cols <= 4096)
     for (int lanes = 1; lanes <= 32; lanes *= 2)
       for (int threads : {64, 128, 256})
@@ -122,6 +156,8 @@ int main(int argc, char** argv) {
     const int reps = reps_flag.empty() ? 15 : std::stoi(reps_flag);
     std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
     for (const auto& d : softfuse_bench::take_shapes_flag(argc, argv)) shapes.emplace_back(d.at(0), d.at(1));
+    if (shapes.empty() && softfuse::Impl::is_host_space<Space>())
+      shapes = {{4096, 65536}, {65536, 1024}, {64, 1048576}};
     if (shapes.empty())
       shapes = {{4096, 393216}, {65536, 1024}, {32768, 8192},  {8192, 32768}, {1024, 8192},
                 {128, 1048576}, {16384, 4096}, {2048, 131072}, {512, 524288}, {256, 2097152},
