@@ -114,6 +114,13 @@ if [ "$what" = host ]; then
   cores=$(nproc)
   summary "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $cores threads"
   export OMP_NUM_THREADS=$cores OMP_PROC_BIND=spread OMP_PLACES=threads
+  # OpenBLAS 0.3.21 takes its generic (Prescott) kernels on a CPU model it does not know, as virtual machines
+  # that hide the model present; name its kernels by the instruction set instead, unless the caller did
+  if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+    if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+    elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+  fi
+  summary "host: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(detected)}"
   min_time=1 fused_shapes=1024x8192x8192,256x4096x4096 torch_args=""
   if [ "${SOFTFUSE_HOST_QUICK:-0}" = 1 ]; then
     min_time=0.2 fused_shapes=256x4096x4096 torch_args="--iters 5 --fused-shapes 256x4096x4096"

@@ -41,28 +41,26 @@ std::string describe(const RowPlan& p) {
   return buf;
 }
 
-/// The candidate plans for rows x cols on host CPUs: one thread per row (buffered where the row fits a
-/// buffer, and in y), teams of 2 to 64 threads per row, each with and without streaming stores; split.
+/// The candidate plans for rows x cols on host CPUs: one thread per row, with y as the row's buffer or with
+/// a buffer of the row in the thread's scratch (where Kokkos allows it), written with plain or streaming stores,
+/// blocks of 1 row or of 256 KiB of rows per thread at a time; split.
 void host_candidates(std::int64_t rows, std::int64_t cols, std::vector<RowPlan>& plans) {
   using namespace softfuse::Impl;
-  const std::int64_t concurrency = Space().concurrency();
-  const std::int64_t held        = static_cast<std::int64_t>(kHostRowBufferBytes / sizeof(float));
-  RowPlan in_y;  // packed, chunk 0: y is the buffer
-  plans.push_back(in_y);
-  for (bool stream : {false, true}) {
+  const Space space;
+  const std::int64_t concurrency = space.concurrency();
+  const std::size_t scratch_max  = Kokkos::TeamPolicy<Space>(space, 1, 1).scratch_size_max(1);
+  const std::int64_t block       = std::max<std::int64_t>(1, std::int64_t(kHostBlockBytes / sizeof(float)) / cols);
+  for (std::int64_t group : {std::int64_t(1), block}) {
     RowPlan p;
-    p.stream = stream;
-    if (cols <= held) {
-      p.chunk = cols;
-      plans.push_back(p);
-    }
-    for (std::int64_t team = 2; team <= std::min<std::int64_t>(concurrency, kHostMaxTeam); team *= 2) {
-      p.regime    = RowRegime::team;
-      p.team_size = static_cast<int>(team);
-      p.chunk     = ((cols + team - 1) / team + 15) / 16 * 16;
-      p.chunks    = (cols + p.chunk - 1) / p.chunk;
-      if (p.chunk <= held) plans.push_back(p);
-    }
+    p.group_rows = group;
+    plans.push_back(p);  // chunk 0: y is the buffer
+    if (cols * sizeof(float) <= scratch_max)
+      for (bool stream : {false, true}) {
+        p.chunk  = cols;
+        p.stream = stream;
+        plans.push_back(p);
+      }
+    if (block == 1) break;
   }
   plans.push_back(plan_split(rows, cols, 1, 2 * row_block_size<Space, true>(),
                              concurrency * static_cast<std::int64_t>(kHostGroupBytesPerThread / sizeof(float)),

@@ -3,8 +3,8 @@
 
 // The host row pass's streaming stores (softfuse_host_stream_store.hpp), which the property tests' sizes do
 // not reach (they stream only beyond the last-level cache): the stored products at every alignment and
-// length, nothing written outside y; and the softmax of the host regimes with streaming forced on, against
-// the fp64 reference. Host backends only; include after backends/Test_<Backend>.hpp.
+// length, nothing written outside y; and the softmax of buffered, streamed rows, against the fp64 reference.
+// Host backends only; include after backends/Test_<Backend>.hpp.
 
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
@@ -50,16 +50,17 @@ void test_scaled_store() {
 TEST_F(TestCategory, host_scaled_store_float) { test_scaled_store<float>(); }
 TEST_F(TestCategory, host_scaled_store_double) { test_scaled_store<double>(); }
 
-/// rows x cols through the host plan of this backend, streaming forced on, in place or not.
+/// rows x cols in the host packed regime, each row buffered in its thread's scratch and written with streaming
+/// stores, `block` rows per thread at a time, in place or not.
 template <class T>
-void streamed_softmax_case(std::size_t rows, std::size_t cols, bool in_place) {
+void streamed_softmax_case(std::size_t rows, std::size_t cols, std::int64_t block, bool in_place) {
   using namespace softfuse::Impl;
-  const TestExecSpace space;
-  RowPlan plan = plan_rows(space, rows, cols, sizeof(T), false, [](std::int64_t) { return std::size_t(0); });
-  plan.stream  = true;
-  const char* regimes[] = {"packed", "team", "chunked", "split"};
-  const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " " + regimes[int(plan.regime)] +
-                           " team " + std::to_string(plan.team_size) + (in_place ? " in place" : "");
+  RowPlan plan;
+  plan.chunk             = static_cast<std::int64_t>(cols);
+  plan.group_rows        = block;
+  plan.stream            = true;
+  const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + ", blocks of " +
+                           std::to_string(block) + (in_place ? ", in place" : "");
   std::mt19937_64 g(rows * 1000003 + cols);
   std::uniform_real_distribution<double> u(-30, 30);
   std::vector<T> xs(rows * cols);
@@ -70,6 +71,7 @@ void streamed_softmax_case(std::size_t rows, std::size_t cols, bool in_place) {
   const auto y = in_place ? x : Kokkos::subview(wide_y, Kokkos::ALL, Kokkos::make_pair(std::size_t(1), cols + 1));
   for (std::size_t i = 0; i < rows; ++i)
     for (std::size_t j = 0; j < cols; ++j) x(i, j) = xs[i * cols + j];
+  const TestExecSpace space;
   run_row_plan(space, x, y, IdentityOp(), plan, "test::streamed");
   space.fence();
   std::vector<T> ys(rows * cols);
@@ -85,13 +87,14 @@ void streamed_softmax_case(std::size_t rows, std::size_t cols, bool in_place) {
 
 template <class T>
 void test_streamed_softmax() {
-  const std::int64_t held = static_cast<std::int64_t>(softfuse::Impl::kHostRowBufferBytes / sizeof(T));
-  const std::size_t threads = static_cast<std::size_t>(TestExecSpace().concurrency());
+  const std::size_t long_row = softfuse::Impl::kHostMaxChunks * softfuse::Impl::kHostChunkBytes / sizeof(T) + 5;
   for (bool in_place : {false, true}) {
-    streamed_softmax_case<T>(threads + 1, 1, in_place);
-    streamed_softmax_case<T>(threads + 3, 1000, in_place);             // packed
-    streamed_softmax_case<T>(1, 77, in_place);                         // team (or packed with one thread)
-    streamed_softmax_case<T>(2, static_cast<std::size_t>(held) + 5, in_place);  // a row beyond one buffer
+    for (std::int64_t block : {1, 3}) {
+      streamed_softmax_case<T>(5, 1, block, in_place);
+      streamed_softmax_case<T>(37, 1000, block, in_place);
+      streamed_softmax_case<T>(1, 77, block, in_place);
+      streamed_softmax_case<T>(4, long_row, block, in_place);  // more than kHostMaxChunks chunks of 8 KiB
+    }
   }
 }
 

@@ -1,16 +1,14 @@
 #ifndef SOFTFUSE_IMPL_HOST_ROW_PASS_HPP
 #define SOFTFUSE_IMPL_HOST_ROW_PASS_HPP
 
-// The row pass of host CPUs (softfuse_team_config.hpp: the packed and team regimes on hosts), with one
-// exponential per element. A thread takes a part of a row (the whole row in the packed regime, its share of
-// the row in the team regime) into a buffer: per chunk of at least kHostChunkBytes (in L1 between its two
-// steps) v = op(j, x(j)) goes to the buffer while its maximum m_c is found, then exp(v - m_c) replaces it and
-// is summed (a T partial of 4 terms per SIMD lane, the sum in double). The write pass writes
-// y = buffer * exp(m_c - max) / sum. A team's threads join their parts' statistics in one fixed order.
-// The buffer is the thread's scratch (kHostRowBufferBytes, within a core's cache) where the part fits: x is
-// read once and y written once, through streaming stores where y goes beyond the caches
-// (softfuse_host_stream_store.hpp). Longer rows of the packed regime use y itself as the buffer: y is
-// written twice, and read back from the cache levels the row fits in.
+// The row pass of host CPUs (softfuse_team_config.hpp: the packed regime on hosts), with one exponential per
+// element: each thread takes blocks of whole rows. Per chunk of at least kHostChunkBytes (in L1 between its
+// two steps) v = op(j, x(j)) goes to the row's buffer while its maximum m_c is found, then exp(v - m_c)
+// replaces it and is summed (a T partial of 4 terms per SIMD lane, the sum in double). The write pass writes
+// y = buffer * exp(m_c - max) / sum.
+// Where x and y go beyond the caches, the buffer is the thread's scratch and y is written once, through
+// streaming stores (softfuse_host_stream_store.hpp): a copy's memory traffic. Elsewhere y itself is the
+// buffer, read back from the cache.
 //
 // Semantics as RowStats: NaN makes the row NaN (its exp is NaN), +inf too (max = +inf), a row of -inf
 // is NaN (sum 0), a chunk of -inf in a finite row gives 0 (its m_c is taken as 0, exp(-inf) = 0).
@@ -30,12 +28,12 @@
 namespace softfuse {
 namespace Impl {
 
-// Tunables: a chunk of at least kHostChunkBytes stays in L1 between its two steps; a part has at most
+// Tunables: a chunk of at least kHostChunkBytes stays in L1 between its two steps; a row has at most
 // kHostMaxChunks of them (their maxima live on the stack).
 constexpr std::size_t kHostChunkBytes = 8192;
 constexpr std::int64_t kHostMaxChunks = 512;
 
-/// The elements of a chunk of a part of n elements: kHostChunkBytes, more where the part would have more than
+/// The elements of a chunk of a row of n elements: kHostChunkBytes, more where the row would have more than
 /// kHostMaxChunks of them; whole blocks of 64.
 template <class T>
 KOKKOS_INLINE_FUNCTION std::int64_t host_chunk(const std::int64_t n) {
@@ -44,7 +42,7 @@ KOKKOS_INLINE_FUNCTION std::int64_t host_chunk(const std::int64_t n) {
   return chunk > min_chunk ? chunk : min_chunk;
 }
 
-/// A part's buffer: a thread's scratch, or (RowBuffer) the part of y it will be written to.
+/// A row's buffer: a thread's scratch, or (RowBuffer) y itself.
 template <class T>
 struct ScratchBuffer {
   T* data;
@@ -53,23 +51,21 @@ struct ScratchBuffer {
 template <class YRow>
 struct RowBuffer {
   YRow y;
-  std::int64_t j0;
-  KOKKOS_INLINE_FUNCTION auto& operator()(const std::int64_t k) const { return y(j0 + k); }
+  KOKKOS_INLINE_FUNCTION auto& operator()(const std::int64_t k) const { return y(k); }
 };
 
-/// The statistics of v = op(j, x_row(j)) for j in [j0, j1), leaving exp(v - m_c) in buf(0 .. j1 - j0) and
-/// the chunks' maxima m_c in chunk_max. Full blocks run unguarded loops over local arrays (vectorized), the
-/// part's last block guarded ones. Where the buffer is y (x may be y), x(j) is read before y(j) is written.
+/// The statistics of v = op(j, x_row(j)), leaving exp(v - m_c) in buf and the chunks' maxima m_c in
+/// chunk_max. Full blocks run unguarded loops over local arrays (vectorized), the row's last block guarded
+/// ones. Where the buffer is y (x may be y), x(j) is read before y(j) is written.
 template <class T, class XRow, class Op, class Buffer>
-KOKKOS_INLINE_FUNCTION RowStats<T> host_part_stats(const XRow& x_row, const std::int64_t j0, const std::int64_t j1,
-                                                   const Op& op, const Buffer& buf, T* chunk_max) {
+KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& op, const Buffer& buf, T* chunk_max) {
   constexpr int B = 64, Lanes = 16;
-  const std::int64_t chunk = host_chunk<T>(j1 - j0);
-  RowStats<T> stats        = RowStats<T>::identity();
-  int c                    = 0;
-  for (std::int64_t c0 = j0; c0 < j1; c0 += chunk, ++c) {
-    const std::int64_t len = c0 + chunk < j1 ? chunk : j1 - c0;
-    const std::int64_t b0  = c0 - j0;  // the chunk's first element in the buffer
+  const std::int64_t n = x_row.extent(0), chunk = host_chunk<T>(n);
+  RowStats<T> stats    = RowStats<T>::identity();
+  int c                = 0;
+  for (std::int64_t c0 = 0; c0 < n; c0 += chunk, ++c) {
+    const std::int64_t len = c0 + chunk < n ? chunk : n - c0;
+    const std::int64_t b0  = c0;  // the chunk's first element
     // v into the buffer, and its maximum (the order of a maximum with NaN is unspecified: NaN makes the row
     // NaN through the sum below whether or not it is taken as m).
     T m = -Infinity<T>::value;
@@ -117,35 +113,32 @@ KOKKOS_INLINE_FUNCTION RowStats<T> host_part_stats(const XRow& x_row, const std:
   return stats;
 }
 
-/// y_row(j) = buf(j - j0) * exp(m_c - max) / sum for j in [j0, j1), the row's statistics `row` and the
-/// chunks' maxima from host_part_stats; streaming stores where `stream` and y_row is contiguous (a RowBuffer
-/// is then contiguous too).
+/// y_row(j) = buf(j) * exp(m_c - max) / sum, the row's statistics `row` and the chunks' maxima from
+/// host_row_stats; streaming stores where `stream` and y_row is contiguous (a RowBuffer is then contiguous too),
+/// to be fenced (host_stream_fence) before the kernel ends.
 template <class T, class YRow, class Buffer>
-KOKKOS_INLINE_FUNCTION void host_part_write(const YRow& y_row, const std::int64_t j0, const std::int64_t j1,
-                                            const Buffer& buf, const T* chunk_max, const RowStats<T>& row,
-                                            const bool stream) {
-  const std::int64_t chunk = host_chunk<T>(j1 - j0);
-  const T inv              = row.inverse_sum();
-  const bool contiguous    = y_row.stride(0) == 1;
-  int c                    = 0;
-  for (std::int64_t c0 = j0; c0 < j1; c0 += chunk, ++c) {
-    const std::int64_t c1 = c0 + chunk < j1 ? c0 + chunk : j1;
+KOKKOS_INLINE_FUNCTION void host_row_write(const YRow& y_row, const Buffer& buf, const T* chunk_max,
+                                           const RowStats<T>& row, const bool stream) {
+  const std::int64_t n = y_row.extent(0), chunk = host_chunk<T>(n);
+  const T inv           = row.inverse_sum();
+  const bool contiguous = y_row.stride(0) == 1;
+  int c                 = 0;
+  for (std::int64_t c0 = 0; c0 < n; c0 += chunk, ++c) {
+    const std::int64_t c1 = c0 + chunk < n ? c0 + chunk : n;
     const T scale         = row_exp(chunk_max[c] - row.max) * inv;  // NaN where inv is
     if (contiguous) {
-      host_scaled_store(&y_row(c0), &buf(c0 - j0), c1 - c0, scale, stream);
+      host_scaled_store(&y_row(c0), &buf(c0), c1 - c0, scale, stream);
     } else {
-      for (std::int64_t j = c0; j < c1; ++j) y_row(j) = static_cast<T>(buf(j - j0)) * scale;
+      for (std::int64_t j = c0; j < c1; ++j) y_row(j) = static_cast<T>(buf(j)) * scale;
     }
   }
-  if (stream) host_stream_fence();
 }
 
 template <class ExecSpace, class T>
 using host_buffer_t = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-template <class ExecSpace, class T>
-using parts_t = Kokkos::View<RowStats<T>*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
-/// Packed on hosts: team (one thread) t owns row first_row + t, buffered in its scratch (Scratch) or in y.
+/// Packed on hosts: team (one thread) t owns rows [first_row + t * block, first_row + (t + 1) * block), buffered
+/// in its scratch (Scratch) or in y; its streaming stores fenced once.
 template <class ExecSpace, class XView, class YView, class Op, bool Scratch>
 struct HostRowsFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -154,72 +147,48 @@ struct HostRowsFunctor {
   XView x;
   YView y;
   Op op;
-  std::int64_t first_row;
+  std::int64_t first_row, block;
   bool stream;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const std::int64_t i = first_row + team.league_rank(), n = y.extent(1);
-    const auto x_row     = Kokkos::subview(x, i, Kokkos::ALL);
-    const auto y_row     = Kokkos::subview(y, i, Kokkos::ALL);
+    const std::int64_t n = y.extent(1), begin = first_row + team.league_rank() * block;
+    const std::int64_t end = begin + block < std::int64_t(y.extent(0)) ? begin + block : std::int64_t(y.extent(0));
     T chunk_max[kHostMaxChunks];
-    if constexpr (Scratch) {
-      const ScratchBuffer<T> buf{host_buffer_t<ExecSpace, T>(team.thread_scratch(1), n).data()};
-      host_part_write<T>(y_row, 0, n, buf, chunk_max, host_part_stats<T>(x_row, 0, n, op, buf, chunk_max), stream);
-    } else {
-      const RowBuffer<decltype(y_row)> buf{y_row, 0};
-      host_part_write<T>(y_row, 0, n, buf, chunk_max, host_part_stats<T>(x_row, 0, n, op, buf, chunk_max), false);
+    T* const scratch = Scratch ? host_buffer_t<ExecSpace, T>(team.thread_scratch(1), n).data() : nullptr;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const auto x_row = Kokkos::subview(x, i, Kokkos::ALL);
+      const auto y_row = Kokkos::subview(y, i, Kokkos::ALL);
+      if constexpr (Scratch) {
+        const ScratchBuffer<T> buf{scratch};
+        host_row_write<T>(y_row, buf, chunk_max, host_row_stats<T>(x_row, op, buf, chunk_max), stream);
+      } else {
+        const RowBuffer<decltype(y_row)> buf{y_row};
+        host_row_write<T>(y_row, buf, chunk_max, host_row_stats<T>(x_row, op, buf, chunk_max), false);
+      }
     }
+    if (Scratch && stream) host_stream_fence();
   }
 };
 
-/// Team on hosts: team t owns row first_row + t, its thread r the part [r * part, (r + 1) * part).
-template <class ExecSpace, class XView, class YView, class Op>
-struct HostTeamRowFunctor {
-  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T           = typename YView::non_const_value_type;
-
-  XView x;
-  YView y;
-  Op op;
-  std::int64_t first_row, part;
-  bool stream;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const std::int64_t i = first_row + team.league_rank(), n = y.extent(1);
-    const std::int64_t begin = team.team_rank() * part, j0 = begin < n ? begin : n, j1 = j0 + part < n ? j0 + part : n;
-    const ScratchBuffer<T> buf{host_buffer_t<ExecSpace, T>(team.thread_scratch(1), part).data()};
-    const parts_t<ExecSpace, T> parts(team.team_scratch(0), team.team_size());
-    T chunk_max[kHostMaxChunks];
-    parts(team.team_rank()) = host_part_stats<T>(Kokkos::subview(x, i, Kokkos::ALL), j0, j1, op, buf, chunk_max);
-    team.team_barrier();
-    RowStats<T> row = RowStats<T>::identity();
-    for (int r = 0; r < team.team_size(); ++r) row = RowStats<T>::combine(row, parts(r));
-    team.team_barrier();  // every thread has read parts before the team's next row overwrites them
-    host_part_write<T>(Kokkos::subview(y, i, Kokkos::ALL), j0, j1, buf, chunk_max, row, stream);
-  }
-};
-
-/// The packed and team regimes on hosts (plan from plan_rows): one league of teams of plan.team_size
-/// threads, one row per team, each thread with a buffer of plan.chunk elements (packed with chunk 0: in y).
+/// The packed regime on hosts (plan from plan_rows): blocks of plan.group_rows rows, one per thread at a time,
+/// each thread with a buffer of plan.chunk elements (0: in y).
 template <class ExecSpace, class XView, class YView, class Op>
 void host_row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
                       const char* label) {
   using T                 = typename YView::non_const_value_type;
   using policy_type       = Kokkos::TeamPolicy<ExecSpace>;
-  const std::int64_t rows = y.extent(0);
-  const std::size_t buffer_bytes = host_buffer_t<ExecSpace, T>::shmem_size(plan.chunk);
-  for (std::int64_t r0 = 0; r0 < rows; r0 += INT_MAX) {
-    const int league = static_cast<int>(std::min<std::int64_t>(rows - r0, INT_MAX));
-    policy_type policy(space, league, plan.team_size);
-    policy.set_scratch_size(1, Kokkos::PerThread(buffer_bytes));
-    if (plan.regime == RowRegime::packed && plan.chunk == 0) {
-      Kokkos::parallel_for(label, policy, HostRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, r0, false});
-    } else if (plan.regime == RowRegime::packed) {
-      Kokkos::parallel_for(label, policy, HostRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, r0, plan.stream});
-    } else {
-      policy.set_scratch_size(0, Kokkos::PerTeam(parts_t<ExecSpace, T>::shmem_size(plan.team_size)));
+  const std::int64_t rows = y.extent(0), block = plan.group_rows > 0 ? plan.group_rows : 1;
+  const std::int64_t blocks = (rows + block - 1) / block;
+  for (std::int64_t b0 = 0; b0 < blocks; b0 += INT_MAX) {
+    const int league = static_cast<int>(std::min<std::int64_t>(blocks - b0, INT_MAX));
+    policy_type policy(space, league, 1);
+    if (plan.chunk > 0) {
+      policy.set_scratch_size(1, Kokkos::PerThread(host_buffer_t<ExecSpace, T>::shmem_size(plan.chunk)));
       Kokkos::parallel_for(label, policy,
-                           HostTeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, r0, plan.chunk, plan.stream});
+                           HostRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, b0 * block, block, plan.stream});
+    } else {
+      Kokkos::parallel_for(label, policy,
+                           HostRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, b0 * block, block, false});
     }
   }
 }

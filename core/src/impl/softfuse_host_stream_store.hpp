@@ -4,8 +4,8 @@
 // The stores of the host row pass. A plain store to a line that is not in the cache first reads that line
 // (write-allocate), so a pass that reads x and writes y moves 3 bytes per byte of y where a copy (memcpy's
 // streaming stores) moves 2. Streaming (non-temporal) stores write whole lines without reading them; they
-// pay where y goes beyond the caches, and cost a later reader of y its cache hits where it does not
-// (host_stream_min_bytes). x86-64 (SSE2, AVX, AVX-512 by what the compiler targets); plain stores elsewhere
+// pay where x and y go beyond the caches (host_last_level_cache_bytes), and would cost a later reader of y
+// its cache hits where they do not. x86-64 (SSE2, AVX, AVX-512 by what the compiler targets); plain stores elsewhere
 // and in device code. They are weakly ordered: host_stream_fence() follows a thread's last one.
 
 #include <Kokkos_Core.hpp>
@@ -24,19 +24,17 @@
 namespace softfuse {
 namespace Impl {
 
-/// Outputs of at least this many bytes are written with streaming stores where the system does not report
-/// its last-level cache.
-constexpr std::size_t kHostStreamMinBytes = std::size_t(32) << 20;
+/// The last-level cache assumed where the system does not report it.
+constexpr std::size_t kHostLastLevelCacheBytes = std::size_t(32) << 20;
 
-/// Outputs of at least this many bytes (the last-level cache, as the C library reports it) are written with
-/// streaming stores.
-inline std::size_t host_stream_min_bytes() {
+/// The host's last-level cache, as the C library reports it.
+inline std::size_t host_last_level_cache_bytes() {
   static const std::size_t bytes = [] {
     long llc = -1;
 #if defined(_SC_LEVEL3_CACHE_SIZE)
     llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
 #endif
-    return llc > 0 ? static_cast<std::size_t>(llc) : kHostStreamMinBytes;
+    return llc > 0 ? static_cast<std::size_t>(llc) : kHostLastLevelCacheBytes;
   }();
   return bytes;
 }

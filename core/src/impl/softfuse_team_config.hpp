@@ -9,13 +9,12 @@
 //    (GPUs: short rows, so a row costs no team barrier; host CPUs: rows for every thread, one thread per
 //    row, softfuse_host_row_pass.hpp);
 //  - team: one team per row, the row held in team scratch (GPUs: rows up to the team-scratch limit, read
-//    from memory once) or in its threads' buffers (host CPUs: rows beyond one buffer, or fewer rows than
-//    threads);
+//    from memory once);
 //  - chunked (GPUs): rows beyond team scratch, or too few rows to fill the device, cut into chunks of team
 //    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once
 //    (rows longer than what all multiprocessors' chunks hold: the rest of each chunk twice);
-//  - split (GPUs: rows too few and too long for the chunks to fill the device; host CPUs: fewer rows than
-//    threads, beyond all threads' buffers): each row cut into chunks over several teams; a statistics pass writes a partial
+//  - split (GPUs: rows too few and too long for the chunks to fill the device; host CPUs: too few rows for
+//    every thread): each row cut into chunks over several teams; a statistics pass writes a partial
 //    (max, sum) per chunk, a write pass combines the row's partials and writes its chunk. Rows go in groups
 //    small enough that the write pass reads the group back from cache (GPU L2, CPU core caches).
 
@@ -100,10 +99,10 @@ KOKKOS_INLINE_FUNCTION constexpr bool row_cache_pays() {
 // 2048 of them on NVIDIA and AMD GPUs), each of which holds at least one chunk's team.
 constexpr std::size_t kGpuGroupBytesPerThread       = 96;
 constexpr std::size_t kHostGroupBytesPerThread      = std::size_t(1) << 18;
-// host CPUs: the part of a row a thread holds between its passes (within a core's L2), and the most threads
-// of a team (Kokkos' host teams)
+// host CPUs: the least buffer a thread may hold a row in (within a core's L2), and the rows a thread takes
+// at a time (at least this many bytes)
 constexpr std::size_t kHostRowBufferBytes = std::size_t(1) << 19;
-constexpr std::int64_t kHostMaxTeam       = 64;
+constexpr std::size_t kHostBlockBytes     = std::size_t(1) << 18;
 constexpr std::int64_t kPackedElementsPerLane       = 64;
 constexpr int kGpuPackedThreads                     = 128;  // threads of a packed team on GPUs
 constexpr int kGpuRowThreads                        = 256;  // threads of a team, chunked or split team on GPUs
@@ -124,23 +123,16 @@ inline int launch_team_size(int planned, int max_team) {
 
 enum class RowRegime { packed, team, chunked, split };
 
-/// A stand-in for the host row functors where Kokkos asks for one: its host teams' size limit (the threads a
-/// team may have from where it is launched) does not depend on the functor.
-struct HostTeamProbe {
-  template <class Member>
-  void operator()(const Member&) const {}
-};
-
 struct RowPlan {
   RowRegime regime   = RowRegime::packed;
   int team_size      = 1;              // packed: rows per team; team, split: threads per team
   int vector_length  = 1;              // packed: lanes per row
   bool cached        = false;          // packed, team, chunked: rows (chunks) held in team scratch
-  std::int64_t chunk = 0, chunks = 1;  // chunked, split, host team: elements per chunk, chunks per row;
-                                       // host packed: a thread's buffer (0: y)
+  std::int64_t chunk = 0, chunks = 1;  // chunked, split: elements per chunk, chunks per row;
+                                       // host packed: a thread's buffer (0: y itself)
   std::int64_t cached_chunk = 0;       // chunked: elements of a chunk held in team scratch (its first ones)
-  std::int64_t group_rows   = 0;       // split: rows per group
-  bool stream               = false;   // host packed, team: y written with streaming stores
+  std::int64_t group_rows   = 0;       // split: rows per group; host packed: rows a thread takes at a time
+  bool stream               = false;   // host packed: y written with streaming stores
 };
 
 /// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
@@ -194,26 +186,18 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
   constexpr bool host            = is_host_space<ExecSpace>();
   RowPlan plan;
   if (host) {
-    // A thread holds its part of a row (at most `held` elements) in its buffer between the passes: one thread
-    // per row while there are rows for every thread and they fit; else teams of the threads a row needs, or
-    // of all threads shared among the rows. Rows beyond the buffers of a team: one thread per row with y as
-    // its buffer while there are rows for every thread (measured faster than split on 2 cores), else split.
-    const std::int64_t held = static_cast<std::int64_t>(kHostRowBufferBytes / elem_bytes);
-    const std::int64_t need = (cols + held - 1) / held;
-    const std::int64_t max_team = std::min<std::int64_t>(
-        {concurrency, kHostMaxTeam, policy_type(space, 1, 1).team_size_max(HostTeamProbe(), Kokkos::ParallelForTag())});
-    plan.stream = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols) * elem_bytes >= host_stream_min_bytes();
-    if (rows >= concurrency && (need == 1 || need > max_team)) {
-      plan.regime = RowRegime::packed;
-      plan.chunk  = need == 1 ? cols : 0;
-      return plan;
-    }
-    if (need <= max_team) {
-      const std::int64_t team = std::min(max_team, std::max(need, concurrency / rows));
-      plan.regime             = RowRegime::team;
-      plan.team_size          = static_cast<int>(team);
-      plan.chunk              = ((cols + team - 1) / team + 15) / 16 * 16;  // whole 64-byte lines of floats
-      plan.chunks             = (cols + plan.chunk - 1) / plan.chunk;
+    // One thread per row while there are rows for every thread: one parallel region, no barrier, blocks of
+    // rows of kHostBlockBytes per thread at a time. Where x and y go beyond the last-level cache, a row that
+    // fits its thread's buffer (a share of that cache) is written once with streaming stores; elsewhere y is
+    // the buffer (perf/bench/portable_plans_bench.cpp, docs/portable_path.md).
+    if (rows >= concurrency) {
+      const std::size_t llc = host_last_level_cache_bytes(), row_bytes = static_cast<std::size_t>(cols) * elem_bytes;
+      const std::size_t held = std::min<std::size_t>(std::max(kHostRowBufferBytes, llc / concurrency / 4),
+                                                     policy_type(space, 1, 1).scratch_size_max(1));
+      plan.regime     = RowRegime::packed;
+      plan.stream     = 2 * row_bytes * static_cast<std::size_t>(rows) >= llc && row_bytes <= held;
+      plan.chunk      = plan.stream ? cols : 0;
+      plan.group_rows = static_cast<std::int64_t>(std::max<std::size_t>(1, kHostBlockBytes / row_bytes));
       return plan;
     }
   } else {
