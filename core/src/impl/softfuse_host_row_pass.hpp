@@ -122,9 +122,9 @@ KOKKOS_INLINE_FUNCTION void host_row_write(const YRow& y_row, const Buffer& buf,
   const std::int64_t n = y_row.extent(0), chunk = host_chunk<T>(n);
   const T inv           = row.inverse_sum();
   const bool contiguous = y_row.stride(0) == 1;
-  int c                 = 0;
-  for (std::int64_t c0 = 0; c0 < n; c0 += chunk, ++c) {
-    const std::int64_t c1 = c0 + chunk < n ? c0 + chunk : n;
+  // Last chunk first: those host_row_stats wrote last are still in the core's cache where the row is not.
+  for (std::int64_t c = (n + chunk - 1) / chunk - 1; c >= 0; --c) {
+    const std::int64_t c0 = c * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
     const T scale         = row_exp(chunk_max[c] - row.max) * inv;  // NaN where inv is
     if (contiguous) {
       host_scaled_store(&y_row(c0), &buf(c0), c1 - c0, scale, stream);
