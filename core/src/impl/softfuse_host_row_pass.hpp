@@ -134,9 +134,6 @@ KOKKOS_INLINE_FUNCTION void host_row_write(const YRow& y_row, const Buffer& buf,
   }
 }
 
-template <class ExecSpace, class T>
-using host_buffer_t = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
 /// Packed on hosts: team (one thread) t owns rows [first_row + t * block, first_row + (t + 1) * block), buffered
 /// in its scratch (Scratch) or in y; its streaming stores fenced once.
 template <class ExecSpace, class XView, class YView, class Op, bool Scratch>
@@ -154,7 +151,7 @@ struct HostRowsFunctor {
     const std::int64_t n = y.extent(1), begin = first_row + team.league_rank() * block;
     const std::int64_t end = begin + block < std::int64_t(y.extent(0)) ? begin + block : std::int64_t(y.extent(0));
     T chunk_max[kHostMaxChunks];
-    T* const scratch = Scratch ? host_buffer_t<ExecSpace, T>(team.thread_scratch(1), n).data() : nullptr;
+    T* const scratch = Scratch ? row_cache_t<ExecSpace, T>(team.thread_scratch(1), n).data() : nullptr;
     for (std::int64_t i = begin; i < end; ++i) {
       const auto x_row = Kokkos::subview(x, i, Kokkos::ALL);
       const auto y_row = Kokkos::subview(y, i, Kokkos::ALL);
@@ -183,7 +180,7 @@ void host_row_softmax(const ExecSpace& space, const XView& x, const YView& y, co
     const int league = static_cast<int>(std::min<std::int64_t>(blocks - b0, INT_MAX));
     policy_type policy(space, league, 1);
     if (plan.chunk > 0) {
-      policy.set_scratch_size(1, Kokkos::PerThread(host_buffer_t<ExecSpace, T>::shmem_size(plan.chunk)));
+      policy.set_scratch_size(1, Kokkos::PerThread(row_cache_t<ExecSpace, T>::shmem_size(plan.chunk)));
       Kokkos::parallel_for(label, policy,
                            HostRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, b0 * block, block, plan.stream});
     } else {

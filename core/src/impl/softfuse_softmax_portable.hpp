@@ -20,9 +20,6 @@
 namespace softfuse {
 namespace Impl {
 
-template <class ExecSpace, class T>
-using row_cache_t = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
 /// Packed: team thread r of team t owns row first_row + t * team_size + r, over its vector lanes; cached
 /// rows take consecutive stretches of the team's scratch.
 template <class ExecSpace, class XView, class YView, class Op, bool Cached>

@@ -123,6 +123,10 @@ inline int launch_team_size(int planned, int max_team) {
 
 enum class RowRegime { packed, team, chunked, split };
 
+/// A row (or a thread's row buffer on hosts) held in team scratch.
+template <class ExecSpace, class T>
+using row_cache_t = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
 struct RowPlan {
   RowRegime regime   = RowRegime::packed;
   int team_size      = 1;              // packed: rows per team; team, split: threads per team
