@@ -62,7 +62,7 @@ void host_candidates(std::int64_t rows, std::int64_t cols, std::vector<RowPlan>&
       }
     if (block == 1) break;
   }
-  plans.push_back(plan_split(rows, cols, 1, 2 * row_block_size<Space, true>(),
+  plans.push_back(plan_split(rows, cols, 1, 2 * row_block_size<Space, true, true>(),
                              concurrency * static_cast<std::int64_t>(kHostGroupBytesPerThread / sizeof(float)),
                              concurrency));
 }
@@ -108,7 +108,7 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
   if (cols >= 131072)
     for (int waves : {2, 4, 8})
       for (std::int64_t group_bytes : {48, 96, 192})
-        plans.push_back(plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<Space, true>(),
+        plans.push_back(plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<Space, true, true>(),
                                    concurrency * group_bytes / std::int64_t(sizeof(float)),
                                    waves * concurrency / kGpuRowThreads));
   return plans;

@@ -8,22 +8,12 @@
 
 #include <cstdint>
 
-#include "softfuse_softmax_portable.hpp"
+#include "softfuse_gelu.hpp"
 #include "softfuse_linear_gemm.hpp"
-#include "softfuse_math.hpp"
+#include "softfuse_softmax_portable.hpp"
 
 namespace softfuse {
 namespace Impl {
-
-template <class T>
-KOKKOS_INLINE_FUNCTION T gelu_exact(const T z) {
-  return T(0.5) * z * (T(1) + Impl::erf(z * T(0.70710678118654752440)));  // erf(z / sqrt(2))
-}
-
-template <class T>
-KOKKOS_INLINE_FUNCTION T gelu_tanh(const T z) {
-  return T(0.5) * z * (T(1) + Impl::tanh(T(0.79788456080286535588) * (z + T(0.044715) * z * z * z)));  // sqrt(2/pi)
-}
 
 template <class BView, bool Exact>
 struct BiasGeluOp {

@@ -23,7 +23,7 @@ struct SplitRowsBase {
   using member_type                 = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using T                           = typename YView::non_const_value_type;
   using device_type                 = Kokkos::Device<ExecSpace, typename YView::memory_space>;
-  static constexpr int B            = row_block_size<ExecSpace, true>();
+  static constexpr int B            = row_block_size<ExecSpace, true, true>();
   static constexpr bool interleaved = row_blocks_interleaved<ExecSpace>();
 
   XView x;

@@ -36,11 +36,13 @@ KOKKOS_INLINE_FUNCTION constexpr bool is_host_space() {
 }
 
 /// Elements a thread takes at a time in the row passes. On GPUs: rows held in team scratch or registers with
-/// 8 interleaved loads in flight per thread; a whole team streaming an uncached row (TeamSoftmax without a
-/// cache) with 1 per thread in wide teams. On host CPUs a run of consecutive elements the compiler vectorizes.
-template <class ExecSpace, bool Cached>
+/// 16 interleaved loads in flight per thread, 8 in the kernels over chunks of rows (`Chunks`: the chunked and
+/// split regimes, whose teams spend their time in joins rather than loads; 16 and 32 measured slower there,
+/// docs/portable_path.md); a whole team streaming an uncached row (TeamSoftmax without a cache) with 1 per
+/// thread in wide teams. On host CPUs a run of consecutive elements the compiler vectorizes.
+template <class ExecSpace, bool Cached, bool Chunks = false>
 KOKKOS_INLINE_FUNCTION constexpr int row_block_size() {
-  return is_host_space<ExecSpace>() ? 64 : (Cached ? 8 : 1);
+  return is_host_space<ExecSpace>() ? 64 : (Cached ? (Chunks ? 8 : 16) : 1);
 }
 template <class ExecSpace>
 KOKKOS_INLINE_FUNCTION constexpr bool row_blocks_interleaved() {
@@ -235,12 +237,12 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     const RowPlan chunked =
         plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks);
     if (resident_teams_progress<ExecSpace>() && rows * chunked.chunks * kGpuRowThreads >= concurrency) return chunked;
-    return plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<ExecSpace, true>(),
+    return plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<ExecSpace, true, true>(),
                       concurrency * static_cast<std::int64_t>(kGpuGroupBytesPerThread / elem_bytes),
                       kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads));
   }
   // Split (host): groups of whole rows within the cores' caches, one chunk per thread.
-  return plan_split(rows, cols, 1, 2 * row_block_size<ExecSpace, true>(),
+  return plan_split(rows, cols, 1, 2 * row_block_size<ExecSpace, true, true>(),
                     concurrency * static_cast<std::int64_t>(kHostGroupBytesPerThread / elem_bytes), concurrency);
 }
 
