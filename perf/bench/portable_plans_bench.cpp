@@ -43,7 +43,7 @@ std::string describe(const RowPlan& p) {
 
 /// The candidate plans for rows x cols on host CPUs: one thread per row, with y as the row's buffer or with
 /// a buffer of the row in the thread's scratch (where Kokkos allows it), written with plain or streaming stores,
-/// or a buffer of part of the row (streamed), blocks of 1 row or of 256 KiB of rows per thread at a time; split.
+/// blocks of 1 row or of 256 KiB of rows per thread at a time; split.
 void host_candidates(std::int64_t rows, std::int64_t cols, std::vector<RowPlan>& plans) {
   using namespace softfuse::Impl;
   const Space space;
@@ -58,13 +58,6 @@ void host_candidates(std::int64_t rows, std::int64_t cols, std::vector<RowPlan>&
       for (bool stream : {false, true}) {
         p.chunk  = cols;
         p.stream = stream;
-        plans.push_back(p);
-      }
-    // streamed, with a buffer of 256 KiB or 1 MiB holding the row's last chunks (the others read twice)
-    for (std::int64_t held : {std::int64_t(1) << 16, std::int64_t(1) << 18})
-      if (held < cols) {
-        p.chunk  = held;
-        p.stream = true;
         plans.push_back(p);
       }
     if (block == 1) break;

@@ -50,20 +50,17 @@ void test_scaled_store() {
 TEST_F(TestCategory, host_scaled_store_float) { test_scaled_store<float>(); }
 TEST_F(TestCategory, host_scaled_store_double) { test_scaled_store<double>(); }
 
-/// rows x cols in the host packed regime, each row buffered in its thread's scratch of `held` elements (0: the
-/// whole row; fewer: the row's last chunks, the others read twice) and written with streaming stores, `block`
-/// rows per thread at a time, in place or not.
+/// rows x cols in the host packed regime, each row buffered in its thread's scratch and written with streaming
+/// stores, `block` rows per thread at a time, in place or not.
 template <class T>
-void streamed_softmax_case(std::size_t rows, std::size_t cols, std::int64_t block, bool in_place,
-                           std::int64_t held = 0) {
+void streamed_softmax_case(std::size_t rows, std::size_t cols, std::int64_t block, bool in_place) {
   using namespace softfuse::Impl;
   RowPlan plan;
-  plan.chunk             = held > 0 ? held : static_cast<std::int64_t>(cols);
+  plan.chunk             = static_cast<std::int64_t>(cols);
   plan.group_rows        = block;
   plan.stream            = true;
   const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + ", blocks of " +
-                           std::to_string(block) + (in_place ? ", in place" : "") +
-                           (held > 0 ? ", buffer of " + std::to_string(held) : "");
+                           std::to_string(block) + (in_place ? ", in place" : "");
   std::mt19937_64 g(rows * 1000003 + cols);
   std::uniform_real_distribution<double> u(-30, 30);
   std::vector<T> xs(rows * cols);
@@ -97,12 +94,6 @@ void test_streamed_softmax() {
       streamed_softmax_case<T>(37, 1000, block, in_place);
       streamed_softmax_case<T>(1, 77, block, in_place);
       streamed_softmax_case<T>(4, long_row, block, in_place);  // more than kHostMaxChunks chunks of 8 KiB
-      // rows longer than the buffer: their first chunks read twice (a buffer of 2 chunks, of 1 element: one
-      // chunk, of part of the long rows' chunks)
-      const std::int64_t chunk = softfuse::Impl::host_chunk<T>(10000);
-      streamed_softmax_case<T>(3, 10000, block, in_place, 2 * chunk);
-      streamed_softmax_case<T>(3, 10000, block, in_place, 1);
-      streamed_softmax_case<T>(2, long_row, block, in_place, 3 * softfuse::Impl::host_chunk<T>(long_row) + 100);
     }
   }
 }

@@ -7,9 +7,8 @@
 // replaces it and is summed (a T partial of 4 terms per SIMD lane, the sum in double). The write pass writes
 // y = buffer * exp(m_c - max) / sum.
 // Where x and y go beyond the caches, the buffer is the thread's scratch and y is written once, through
-// streaming stores (softfuse_host_stream_store.hpp): a copy's memory traffic. A row longer than the buffer
-// keeps its last chunks there and the write pass reads the others from x again (one more exponential each).
-// Elsewhere y itself is the buffer, read back from the cache.
+// streaming stores (softfuse_host_stream_store.hpp): a copy's memory traffic. Elsewhere y itself is the
+// buffer, read back from the cache.
 //
 // Semantics as RowStats: NaN makes the row NaN (its exp is NaN), +inf too (max = +inf), a row of -inf
 // is NaN (sum 0), a chunk of -inf in a finite row gives 0 (its m_c is taken as 0, exp(-inf) = 0).
@@ -55,28 +54,18 @@ struct RowBuffer {
   KOKKOS_INLINE_FUNCTION auto& operator()(const std::int64_t k) const { return y(k); }
 };
 
-/// The first element of a row of n held in a buffer of `held` elements: the row's last whole chunks that fit
-/// (0: the whole row). The chunks before it are read from x again by the write pass.
-template <class T>
-KOKKOS_INLINE_FUNCTION std::int64_t host_first_held(const std::int64_t n, const std::int64_t held) {
-  const std::int64_t chunk = host_chunk<T>(n);
-  return n <= held ? 0 : (n - held + chunk - 1) / chunk * chunk;
-}
-
-/// The statistics of v = op(j, x_row(j)), leaving exp(v - m_c) in buf (element j at j - first; the chunks
-/// before `first` pass through the buffer's first chunk only) and the chunks' maxima m_c in chunk_max. Full
-/// blocks run unguarded loops over local arrays (vectorized), the row's last block guarded ones. Where the
-/// buffer is y (x may be y; first is 0), x(j) is read before y(j) is written.
+/// The statistics of v = op(j, x_row(j)), leaving exp(v - m_c) in buf and the chunks' maxima m_c in
+/// chunk_max. Full blocks run unguarded loops over local arrays (vectorized), the row's last block guarded
+/// ones. Where the buffer is y (x may be y), x(j) is read before y(j) is written.
 template <class T, class XRow, class Op, class Buffer>
-KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& op, const Buffer& buf, T* chunk_max,
-                                                  const std::int64_t first) {
+KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& op, const Buffer& buf, T* chunk_max) {
   constexpr int B = 64, Lanes = 16;
   const std::int64_t n = x_row.extent(0), chunk = host_chunk<T>(n);
   RowStats<T> stats    = RowStats<T>::identity();
   int c                = 0;
   for (std::int64_t c0 = 0; c0 < n; c0 += chunk, ++c) {
     const std::int64_t len = c0 + chunk < n ? chunk : n - c0;
-    const std::int64_t b0  = c0 < first ? 0 : c0 - first;  // the chunk's place in the buffer
+    const std::int64_t b0  = c0;  // the chunk's first element
     // v into the buffer, and its maximum (the order of a maximum with NaN is unspecified: NaN makes the row
     // NaN through the sum below whether or not it is taken as m).
     T m = -Infinity<T>::value;
@@ -124,51 +113,29 @@ KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& o
   return stats;
 }
 
-/// y_row(j) = exp(v_j - m_c) * exp(m_c - max) / sum, the row's statistics `row` and the chunks' maxima from
-/// host_row_stats: exp(v_j - m_c) from buf from `first` on, computed again from x_row before it (the same
-/// expression, so the same values). Streaming stores where `stream` and y_row is contiguous (a RowBuffer is
-/// then contiguous too), to be fenced (host_stream_fence) before the kernel ends.
-template <class T, class XRow, class YRow, class Op, class Buffer>
-KOKKOS_INLINE_FUNCTION void host_row_write(const XRow& x_row, const YRow& y_row, const Op& op, const Buffer& buf,
-                                           const T* chunk_max, const RowStats<T>& row, const std::int64_t first,
-                                           const bool stream) {
-  constexpr int B       = 64;
-  const std::int64_t n  = y_row.extent(0), chunk = host_chunk<T>(n);
+/// y_row(j) = buf(j) * exp(m_c - max) / sum, the row's statistics `row` and the chunks' maxima from
+/// host_row_stats; streaming stores where `stream` and y_row is contiguous (a RowBuffer is then contiguous too),
+/// to be fenced (host_stream_fence) before the kernel ends.
+template <class T, class YRow, class Buffer>
+KOKKOS_INLINE_FUNCTION void host_row_write(const YRow& y_row, const Buffer& buf, const T* chunk_max,
+                                           const RowStats<T>& row, const bool stream) {
+  const std::int64_t n = y_row.extent(0), chunk = host_chunk<T>(n);
   const T inv           = row.inverse_sum();
   const bool contiguous = y_row.stride(0) == 1;
   // Last chunk first: those host_row_stats wrote last are still in the core's cache where the row is not.
   for (std::int64_t c = (n + chunk - 1) / chunk - 1; c >= 0; --c) {
     const std::int64_t c0 = c * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
     const T scale         = row_exp(chunk_max[c] - row.max) * inv;  // NaN where inv is
-    if (c0 >= first) {
-      if (contiguous) {
-        host_scaled_store(&y_row(c0), &buf(c0 - first), c1 - c0, scale, stream);
-      } else {
-        for (std::int64_t j = c0; j < c1; ++j) y_row(j) = static_cast<T>(buf(j - first)) * scale;
-      }
-      continue;
-    }
-    const T shift = chunk_max[c] == -Infinity<T>::value ? T(0) : chunk_max[c];  // as host_row_stats
-    for (std::int64_t j0 = c0; j0 < c1; j0 += B) {
-      const std::int64_t len = j0 + B <= c1 ? B : c1 - j0;
-      T e[B];
-      if (len == B) {
-        for (int l = 0; l < B; ++l) e[l] = row_exp_nonpositive(op(j0 + l, static_cast<T>(x_row(j0 + l))) - shift);
-      } else {
-        for (int l = 0; l < len; ++l) e[l] = row_exp_nonpositive(op(j0 + l, static_cast<T>(x_row(j0 + l))) - shift);
-      }
-      if (contiguous) {
-        host_scaled_store(&y_row(j0), e, len, scale, stream);
-      } else {
-        for (int l = 0; l < len; ++l) y_row(j0 + l) = e[l] * scale;
-      }
+    if (contiguous) {
+      host_scaled_store(&y_row(c0), &buf(c0), c1 - c0, scale, stream);
+    } else {
+      for (std::int64_t j = c0; j < c1; ++j) y_row(j) = static_cast<T>(buf(j)) * scale;
     }
   }
 }
 
 /// Packed on hosts: team (one thread) t owns rows [first_row + t * block, first_row + (t + 1) * block), buffered
-/// in its scratch of `held` elements (Scratch: a row's last ones where the row is longer) or in y; its
-/// streaming stores fenced once.
+/// in its scratch (Scratch) or in y; its streaming stores fenced once.
 template <class ExecSpace, class XView, class YView, class Op, bool Scratch>
 struct HostRowsFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -177,25 +144,23 @@ struct HostRowsFunctor {
   XView x;
   YView y;
   Op op;
-  std::int64_t first_row, block, held;
+  std::int64_t first_row, block;
   bool stream;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t n = y.extent(1), begin = first_row + team.league_rank() * block;
     const std::int64_t end = begin + block < std::int64_t(y.extent(0)) ? begin + block : std::int64_t(y.extent(0));
     T chunk_max[kHostMaxChunks];
-    T* const scratch = Scratch ? row_cache_t<ExecSpace, T>(team.thread_scratch(1), held).data() : nullptr;
-    const std::int64_t first = Scratch ? host_first_held<T>(n, held) : 0;
+    T* const scratch = Scratch ? row_cache_t<ExecSpace, T>(team.thread_scratch(1), n).data() : nullptr;
     for (std::int64_t i = begin; i < end; ++i) {
       const auto x_row = Kokkos::subview(x, i, Kokkos::ALL);
       const auto y_row = Kokkos::subview(y, i, Kokkos::ALL);
       if constexpr (Scratch) {
         const ScratchBuffer<T> buf{scratch};
-        const RowStats<T> stats = host_row_stats<T>(x_row, op, buf, chunk_max, first);
-        host_row_write<T>(x_row, y_row, op, buf, chunk_max, stats, first, stream);
+        host_row_write<T>(y_row, buf, chunk_max, host_row_stats<T>(x_row, op, buf, chunk_max), stream);
       } else {
         const RowBuffer<decltype(y_row)> buf{y_row};
-        host_row_write<T>(x_row, y_row, op, buf, chunk_max, host_row_stats<T>(x_row, op, buf, chunk_max, 0), 0, false);
+        host_row_write<T>(y_row, buf, chunk_max, host_row_stats<T>(x_row, op, buf, chunk_max), false);
       }
     }
     if (Scratch && stream) host_stream_fence();
@@ -203,7 +168,7 @@ struct HostRowsFunctor {
 };
 
 /// The packed regime on hosts (plan from plan_rows): blocks of plan.group_rows rows, one per thread at a time,
-/// each thread with a buffer of plan.chunk elements (0: in y; fewer than a row's: its last chunks).
+/// each thread with a buffer of plan.chunk elements (0: in y).
 template <class ExecSpace, class XView, class YView, class Op>
 void host_row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
                       const char* label) {
@@ -215,15 +180,12 @@ void host_row_softmax(const ExecSpace& space, const XView& x, const YView& y, co
     const int league = static_cast<int>(std::min<std::int64_t>(blocks - b0, INT_MAX));
     policy_type policy(space, league, 1);
     if (plan.chunk > 0) {
-      // at least one chunk: the chunks read twice pass through the buffer's first one
-      const std::int64_t held = std::max(plan.chunk, host_chunk<T>(y.extent(1)));
-      policy.set_scratch_size(1, Kokkos::PerThread(row_cache_t<ExecSpace, T>::shmem_size(held)));
+      policy.set_scratch_size(1, Kokkos::PerThread(row_cache_t<ExecSpace, T>::shmem_size(plan.chunk)));
       Kokkos::parallel_for(label, policy,
-                           HostRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, b0 * block, block, held,
-                                                                              plan.stream});
+                           HostRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, b0 * block, block, plan.stream});
     } else {
       Kokkos::parallel_for(label, policy,
-                           HostRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, b0 * block, block, 0, false});
+                           HostRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, b0 * block, block, false});
     }
   }
 }
