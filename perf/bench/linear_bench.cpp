@@ -2,7 +2,9 @@
 // (training and inference, scalar scale, with a workspace; training also without, allocating per call) and
 // linear_gelu_softmax (exact GELU), on GPUs also forced onto the portable path (`_portable`), and
 // KokkosBlas::gemm alone on the same shapes and buffers in the same run, with the ratio of the two
-// (of_gemm: 1.0 = at GEMM speed).
+// (of_gemm: 1.0 = at GEMM speed). A layer's iterations alternate with calls of the GEMM alone on the same
+// buffers (not counted in the layer's time), whose median is the layer's gemm_TFLOP/s: both at the same
+// clocks and under the same load from other tenants of the machine.
 //
 //   softfuse_bench_linear [--shapes=1024x8192x8192,256x4096x4096] [google-benchmark flags]
 //
@@ -50,7 +52,8 @@ std::map<Shape, Buffers>& buffer_cache() {
 
 void gemm(const Buffers& b) { KokkosBlas::gemm("N", "T", 1.0f, b.x, b.w, 0.0f, b.y); }
 
-// One set of buffers per shape (x uniform [0, 1), weight and bias within 1/sqrt(in)); the GEMM timed once.
+// One set of buffers per shape (x uniform [0, 1), weight and bias within 1/sqrt(in)); the GEMM timed once (the
+// GEMM benchmark's reference).
 Buffers& buffers(const Shape& s) {
   auto& cache = buffer_cache();
   auto it     = cache.find(s);
@@ -84,28 +87,37 @@ void report(benchmark::State& state, const std::vector<double>& times, const Sha
   state.counters["of_gemm"]      = gemm_seconds / t;
 }
 
+/// Times f per iteration; `paired`: each iteration also times the GEMM alone first, outside the benchmark's time.
 template <class F>
-void run(benchmark::State& state, const Shape& s, F&& f) {
+void run(benchmark::State& state, const Shape& s, bool paired, F&& f) {
   auto& b = buffers(s);
   Space space;
-  std::vector<double> times;
+  std::vector<double> times, gemm_times;
   for (auto _ : state) {
+    if (paired) {
+      state.PauseTiming();
+      Kokkos::Timer g;
+      gemm(b);
+      space.fence();
+      gemm_times.push_back(g.seconds());
+      state.ResumeTiming();
+    }
     Kokkos::Timer t;
     f(space, b);
     space.fence();
     times.push_back(t.seconds());
   }
-  report(state, times, s, b.gemm_median_s);
+  report(state, times, s, paired ? softfuse_bench::median(gemm_times) : b.gemm_median_s);
 }
 
 void bm_gemm(benchmark::State& state, Shape s) {
-  run(state, s, [](const Space&, const Buffers& b) { gemm(b); });
+  run(state, s, false, [](const Space&, const Buffers& b) { gemm(b); });
 }
 
 // With a caller's workspace (the fast way), or without (each call allocates and frees one).
 void bm_batchnorm(benchmark::State& state, Shape s, softfuse::BatchNormMode mode, bool workspace,
                   softfuse::Implementation impl) {
-  run(state, s, [=](const Space& space, const Buffers& b) {
+  run(state, s, true, [=](const Space& space, const Buffers& b) {
     softfuse::BatchNorm<Vector> bn{b.gamma, b.beta, b.running_mean, b.running_var, mode};
     if (workspace) bn.workspace = b.workspace;
     softfuse::linear_batchnorm_softmax(space, b.x, b.w, b.b, bn, b.scale, b.y, impl);
@@ -113,7 +125,7 @@ void bm_batchnorm(benchmark::State& state, Shape s, softfuse::BatchNormMode mode
 }
 
 void bm_gelu(benchmark::State& state, Shape s, softfuse::Implementation impl) {
-  run(state, s, [=](const Space& space, const Buffers& b) {
+  run(state, s, true, [=](const Space& space, const Buffers& b) {
     softfuse::linear_gelu_softmax(space, b.x, b.w, b.b, b.y, softfuse::Gelu::exact, impl);
   });
 }
