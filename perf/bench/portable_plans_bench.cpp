@@ -33,9 +33,9 @@ std::size_t scratch_bytes(std::int64_t n) { return softfuse::Impl::row_cache_t<S
 std::string describe(const RowPlan& p) {
   const char* regimes[] = {"packed", "team", "chunked", "split"};
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
+  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
-                p.stream ? " stream" : "",
+                p.stream ? " stream" : "", p.staged ? " staged" : "",
                 static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
                 static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
   return buf;
@@ -78,6 +78,15 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
     host_candidates(rows, cols, plans);
     return plans;
   }
+  if (cols <= 256)
+    for (int threads : {64, 128, 256}) {
+      RowPlan p;
+      p.regime    = RowRegime::packed;
+      p.staged    = true;
+      p.cached    = true;
+      p.team_size = threads;
+      if (scratch_bytes(threads * staged_stride(cols)) <= scratch_max) plans.push_back(p);
+    }
   if (cols <= 4096)
     for (int lanes = 1; lanes <= 32; lanes *= 2)
       for (int threads : {64, 128, 256})

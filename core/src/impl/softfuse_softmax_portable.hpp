@@ -52,6 +52,69 @@ struct PackedRowsFunctor {
   }
 };
 
+/// Staged (packed, GPUs): team thread r of team t owns row first_row + t * team_size + r. The team moves its
+/// rows between memory and team scratch as one range of (row, column) in row-major order, consecutive threads
+/// on consecutive elements (coalesced where rows are contiguous), U per thread at a time; each thread computes
+/// its row in scratch (rows at an odd stride: a warp's threads read different banks). Every thread runs the
+/// row pass, over an empty row past the last one, so no thread leaves a vector reduction.
+template <class ExecSpace, class XView, class YView, class Op>
+struct StagedRowsFunctor {
+  using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T                = typename YView::non_const_value_type;
+  static constexpr int B = row_block_size<ExecSpace, true>();
+  static constexpr int U = 4;
+
+  XView x;
+  YView y;
+  Op op;
+  std::int64_t first_row, rows;
+
+  /// store(r, j, load(r, j)) for the first n elements of the team's rows of `cols` in row-major order.
+  template <class Load, class Store>
+  KOKKOS_INLINE_FUNCTION static void move(const member_type& team, const int n, const int cols, const Load& load,
+                                          const Store& store) {
+    const int threads = team.team_size(), step_rows = threads / cols, step_cols = threads - step_rows * cols;
+    int r = team.team_rank() / cols, j = team.team_rank() - r * cols;
+    for (int k0 = team.team_rank(); k0 < n; k0 += U * threads) {
+      int rr[U], jj[U];
+      T v[U];
+      for (int u = 0; u < U; ++u) {
+        rr[u] = r;
+        jj[u] = j;
+        r += step_rows;
+        j += step_cols;
+        if (j >= cols) {
+          j -= cols;
+          ++r;
+        }
+      }
+      for (int u = 0; u < U; ++u)
+        if (k0 + u * threads < n) v[u] = load(rr[u], jj[u]);
+      for (int u = 0; u < U; ++u)
+        if (k0 + u * threads < n) store(rr[u], jj[u], v[u]);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    const std::int64_t cols = y.extent(1), stride = staged_stride(cols);
+    const std::int64_t base = first_row + std::int64_t(team.league_rank()) * team.team_size();
+    const int count         = static_cast<int>(rows - base < team.team_size() ? rows - base : team.team_size());
+    const int n = count * static_cast<int>(cols), c = static_cast<int>(cols);
+    const row_cache_t<ExecSpace, T> s(team.team_scratch(0), team.team_size() * stride);
+    move(
+        team, n, c, [&](const int r, const int j) { return static_cast<T>(x(base + r, j)); },
+        [&](const int r, const int j, const T v) { s(r * stride + j) = v; });
+    team.team_barrier();
+    const std::int64_t r0 = team.team_rank() * stride, len = team.team_rank() < count ? cols : 0;
+    const auto row        = Kokkos::subview(s, Kokkos::make_pair(r0, r0 + len));
+    row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(VectorWorkers<member_type>{team, 1}, row, row, row, op);
+    team.team_barrier();
+    move(
+        team, n, c, [&](const int r, const int j) { return s(r * stride + j); },
+        [&](const int r, const int j, const T v) { y(base + r, j) = v; });
+  }
+};
+
 /// Team: one team per row (TeamSoftmax), the row held in team scratch.
 template <class ExecSpace, class XView, class YView, class Op>
 struct TeamRowFunctor {
@@ -108,7 +171,11 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
     const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
     switch (plan.regime) {
       case RowRegime::packed:
-        if (plan.cached)
+        if (plan.staged)
+          launch_rows(
+              space, StagedRowsFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0, rows}, rows, true, plan,
+              [&](int team) { return scratch_bytes(team * staged_stride(cols)); }, label);
+        else if (plan.cached)
           launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length},
                       rows, true, plan, packed_bytes, label);
         else
