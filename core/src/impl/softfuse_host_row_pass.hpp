@@ -61,11 +61,10 @@ template <class T, class XRow, class Op, class Buffer>
 KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& op, const Buffer& buf, T* chunk_max) {
   constexpr int B = 64, Lanes = 16;
   const std::int64_t n = x_row.extent(0), chunk = host_chunk<T>(n);
-  RowStats<T> stats    = RowStats<T>::identity();
-  int c                = 0;
+  RowStats<T> stats = RowStats<T>::identity();
+  int c             = 0;
   for (std::int64_t c0 = 0; c0 < n; c0 += chunk, ++c) {
     const std::int64_t len = c0 + chunk < n ? chunk : n - c0;
-    const std::int64_t b0  = c0;  // the chunk's first element
     // v into the buffer, and its maximum (the order of a maximum with NaN is unspecified: NaN makes the row
     // NaN through the sum below whether or not it is taken as m).
     T m = -Infinity<T>::value;
@@ -73,14 +72,14 @@ KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& o
       if (k0 + B <= len) {
         T v[B];
         for (int l = 0; l < B; ++l) v[l] = op(c0 + k0 + l, static_cast<T>(x_row(c0 + k0 + l)));
-        for (int l = 0; l < B; ++l) buf(b0 + k0 + l) = v[l];
+        for (int l = 0; l < B; ++l) buf(c0 + k0 + l) = v[l];
         SOFTFUSE_IMPL_SIMD_MAX(m)
         for (int l = 0; l < B; ++l) m = v[l] > m ? v[l] : m;
       } else {
         for (std::int64_t k = k0; k < len; ++k) {
-          const T vk = op(c0 + k, static_cast<T>(x_row(c0 + k)));
-          buf(b0 + k) = vk;
-          m          = vk > m ? vk : m;
+          const T vk  = op(c0 + k, static_cast<T>(x_row(c0 + k)));
+          buf(c0 + k) = vk;
+          m           = vk > m ? vk : m;
         }
       }
     }
@@ -91,8 +90,8 @@ KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& o
     for (std::int64_t k0 = 0; k0 < len; k0 += B) {
       if (k0 + B <= len) {
         T e[B];
-        for (int l = 0; l < B; ++l) e[l] = row_exp_nonpositive(static_cast<T>(buf(b0 + k0 + l)) - shift);
-        for (int l = 0; l < B; ++l) buf(b0 + k0 + l) = e[l];
+        for (int l = 0; l < B; ++l) e[l] = row_exp_nonpositive(static_cast<T>(buf(c0 + k0 + l)) - shift);
+        for (int l = 0; l < B; ++l) buf(c0 + k0 + l) = e[l];
         T part[Lanes];
         for (int w = 0; w < Lanes; ++w) part[w] = e[w];
         for (int l = Lanes; l < B; l += Lanes)
@@ -100,8 +99,8 @@ KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& o
         for (int w = 0; w < Lanes; ++w) lane_sum[w] += static_cast<double>(part[w]);
       } else {
         for (std::int64_t k = k0; k < len; ++k) {
-          const T ek  = row_exp_nonpositive(static_cast<T>(buf(b0 + k)) - shift);
-          buf(b0 + k) = ek;
+          const T ek  = row_exp_nonpositive(static_cast<T>(buf(c0 + k)) - shift);
+          buf(c0 + k) = ek;
           lane_sum[0] += static_cast<double>(ek);
         }
       }
@@ -125,7 +124,7 @@ KOKKOS_INLINE_FUNCTION void host_row_write(const YRow& y_row, const Buffer& buf,
   // Last chunk first: those host_row_stats wrote last are still in the core's cache where the row is not.
   for (std::int64_t c = (n + chunk - 1) / chunk - 1; c >= 0; --c) {
     const std::int64_t c0 = c * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
-    const T scale         = row_exp(chunk_max[c] - row.max) * inv;  // NaN where inv is
+    const T scale = row_exp(chunk_max[c] - row.max) * inv;  // NaN where inv is
     if (contiguous) {
       host_scaled_store(&y_row(c0), &buf(c0), c1 - c0, scale, stream);
     } else {
@@ -181,8 +180,8 @@ void host_row_softmax(const ExecSpace& space, const XView& x, const YView& y, co
     policy_type policy(space, league, 1);
     if (plan.chunk > 0) {
       policy.set_scratch_size(1, Kokkos::PerThread(row_cache_t<ExecSpace, T>::shmem_size(plan.chunk)));
-      Kokkos::parallel_for(label, policy,
-                           HostRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, b0 * block, block, plan.stream});
+      Kokkos::parallel_for(
+          label, policy, HostRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, b0 * block, block, plan.stream});
     } else {
       Kokkos::parallel_for(label, policy,
                            HostRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, b0 * block, block, false});
