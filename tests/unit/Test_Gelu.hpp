@@ -7,7 +7,9 @@
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <vector>
 
@@ -65,13 +67,26 @@ void test_gelu(const double abs_tol, const double rel_tol_exact, const double re
   const auto e = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ed);
   const auto t = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), td);
   int failures = 0;
+  // the largest errors over finite results: |error| / (1 + |z|), and relative where |reference| >= 1e-30
+  double worst_abs[2] = {0, 0}, worst_rel[2] = {0, 0};
   for (std::size_t i = 0; i < z.size(); ++i) {
     const double zi = static_cast<double>(z[i]), re = reference_exact(zi), rt = reference_tanh(zi);
     if (!documented_gelu(zi, e(i), re, abs_tol, rel_tol_exact) && failures++ < 10)
       ADD_FAILURE() << "gelu_exact(" << zi << ") = " << static_cast<double>(e(i)) << ", reference " << re;
     if (!documented_gelu(zi, t(i), rt, abs_tol, rel_tol_tanh) && failures++ < 10)
       ADD_FAILURE() << "gelu_tanh(" << zi << ") = " << static_cast<double>(t(i)) << ", reference " << rt;
+    const double got[2] = {static_cast<double>(e(i)), static_cast<double>(t(i))}, ref[2] = {re, rt};
+    for (int f = 0; f < 2; ++f) {
+      if (!std::isfinite(got[f]) || !std::isfinite(ref[f])) continue;
+      const double err = std::abs(got[f] - ref[f]);
+      worst_abs[f]     = std::max(worst_abs[f], err / (1 + std::abs(zi)));
+      if (std::abs(ref[f]) >= 1e-30) worst_rel[f] = std::max(worst_rel[f], err / std::abs(ref[f]));
+    }
   }
+  const char* names[2] = {"exact", "tanh"};
+  for (int f = 0; f < 2; ++f)
+    std::cout << "    gelu " << names[f] << (sizeof(T) == 4 ? " float" : " double") << ": max |error| / (1 + |z|) "
+              << worst_abs[f] << ", max relative error " << worst_rel[f] << " (|reference| >= 1e-30)\n";
 }
 
 constexpr bool host = softfuse::Impl::is_host_space<TestExecSpace>();
