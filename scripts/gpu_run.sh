@@ -3,7 +3,7 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable] [ARCH]  (default: all HOPPER90)
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable|fp32-gemm] [ARCH]  (default: all HOPPER90)
 #
 # sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos) and runs
 # compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
@@ -21,6 +21,10 @@
 # (perf/torch_baseline/cpu_torch.py: the same softmax shapes and layers), into results.json (with the raw
 # bench_softmax_host.json and bench_fused_host.json in logs.tar.gz) and torch_cpu.json. SOFTFUSE_HOST_QUICK=1
 # (for a small host) shortens the runs and takes only 256x4096x4096 for the layers.
+# fp32-gemm builds the kernels' project alone (as sanitize does), runs the fused layers' kernel tests, then the fp32
+# GEMM configurations and the fp32 layers at full clocks (linear_kernels_bench --fp32-full-clocks) against the reference
+# framework's fp32 matmul and layers timed the same way (linear_torch.py --full-clocks), with cuBLASLt's trace of each
+# side in logs.tar.gz, and softfuse's side once more on the cuBLAS of the framework's wheel: fp32_gemm_*.json.
 # portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
 # plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
 # the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
@@ -94,6 +98,35 @@ if [ "$what" = sanitize ]; then
         tee -a "$OUT/summary.txt"
     done
   done
+  finish
+fi
+
+if [ "$what" = fp32-gemm ]; then
+  kernels=$root/build/cuda-kernels
+  bench=$kernels/perf/linear_kernels_bench
+  stage configure_kernels cmake -S cuda_specialized -B "$kernels" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  stage build_linear cmake --build "$kernels" -j "$jobs" --target test_linear_kernels linear_kernels_bench
+  [ $status -eq 0 ] || finish
+  stage test_linear_kernels "$kernels/tests/test_linear_kernels"
+  grep -E "^(PASSED|FAILED)" "$logs/test_linear_kernels.log" | tee -a "$OUT/summary.txt"
+  # the algorithms each side runs, from cuBLASLt's trace of a short run
+  stage lt_trace_softfuse env CUBLASLT_LOG_LEVEL=2 CUBLASLT_LOG_FILE="$logs/lt_trace_softfuse.txt" "$bench" \
+    --fp32-full-clocks --iters 5 --rounds 1 --cool 0
+  stage lt_trace_torch env CUBLASLT_LOG_LEVEL=2 CUBLASLT_LOG_FILE="$logs/lt_trace_torch.txt" python3 \
+    perf/torch_baseline/linear_torch.py --full-clocks --iters 5 --rounds 1 --cool 0
+  # both sides at full clocks: 4 s idle before each block of 10 calls, three rounds
+  stage fp32_softfuse "$bench" --fp32-full-clocks --iters 10 --rounds 3 --cool 4 --json "$OUT/fp32_gemm_softfuse.json"
+  grep -E "^(candidate|summary)" "$logs/fp32_softfuse.log" | tee -a "$OUT/summary.txt"
+  stage fp32_torch python3 perf/torch_baseline/linear_torch.py --full-clocks --iters 10 --rounds 3 --cool 4 \
+    --json "$OUT/fp32_gemm_torch.json"
+  grep -E "^(kernels|summary)" "$logs/fp32_torch.log" | tee -a "$OUT/summary.txt"
+  # softfuse's side again on the cuBLAS of the framework's wheel, where it has one
+  torch_cublas=$(python3 -c 'import nvidia.cublas as c, os; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)
+  if [ -d "$torch_cublas" ]; then
+    stage fp32_softfuse_torch_cublas env LD_LIBRARY_PATH="$torch_cublas" "$bench" --fp32-full-clocks --iters 10 \
+      --rounds 3 --cool 4 --json "$OUT/fp32_gemm_softfuse_torch_cublas.json"
+    grep -E "^(device|candidate|summary)" "$logs/fp32_softfuse_torch_cublas.log" | tee -a "$OUT/summary.txt"
+  fi
   finish
 fi
 

@@ -8,6 +8,8 @@
 //   --quick           the tf32 layers and the TF32 GEMM alone timed call by call interleaved, three
 //                     rounds (A/B tests of the row work); --rounds N rounds, --cool S seconds idle
 //                     before each round (every round at full clocks)
+//   --fp32-full-clocks the fp32 GEMM configurations (cuBLAS, cuBLASLt's candidates, the library's) and the
+//                     fp32 layers, each block of --iters calls after --cool S seconds idle, --rounds N rounds
 //   --profile         one call per layer and GEMM precision on the workload, for
 //                     `ncu --clock-control none --metrics gpu__time_duration.sum --csv ... --profile`
 //   --json PATH       results as JSON;  --iters N  timed repetitions (default 20)
@@ -269,6 +271,108 @@ static void quick(int rounds, int cool_s) {
   d.reset_stats(p);
 }
 
+// A cuBLASLt algorithm in words: its id, tile, stages, split-K, reduction scheme, CTA swizzle,
+// custom option and cluster shape (the enum values of cublasLt.h).
+static std::string algo_desc(const cublasLtMatmulAlgo_t& a) {
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
+    std::uint32_t v = 0;
+    std::size_t n   = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof v, &n) == CUBLAS_STATUS_SUCCESS ? long(v) : -1L;
+  };
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "id=%ld tile=%ld stages=%ld splitk=%ld reduction=%ld swizzle=%ld custom=%ld cluster=%ld",
+                get(CUBLASLT_ALGO_CONFIG_ID), get(CUBLASLT_ALGO_CONFIG_TILE_ID), get(CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM), get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+                get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+  return buf;
+}
+
+// The fp32 GEMM configurations and the fp32 layers at full clocks on the 1024 x 8192 x 8192 workload.
+// Each candidate runs as a block of `iters` calls (median) after `cool_s` seconds idle, in `rounds`
+// rounds: cublasSgemm in the default and the pedantic math mode (no bias), cuBLASLt's heuristic
+// candidates for y = x wᵀ + bias with the bias epilogue (asked with 32 MiB of room, each given the
+// workspace it asks for), the library's GEMM, and the three layers. perf/torch_baseline/linear_torch.py
+// --full-clocks times the reference framework's side the same way.
+static void fp32_full_clocks(int rounds, int cool_s) {
+  const Problem p = make_problem(1024, 8192, 8192, 8192, false);
+  DevProblem d(p);
+  const std::int64_t m = p.out, n = p.batch, k = p.in;
+  cublasLtHandle_t lt;
+  CB(cublasLtCreate(&lt));
+  cublasLtMatmulDesc_t desc;
+  CB(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  const float* bias            = d.b.p;
+  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  cublasLtMatrixLayout_t la, lb, lc;
+  CB(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, k));
+  CB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k));
+  CB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, p.ldy));
+  const std::size_t room = std::size_t(32) << 20;
+  Dev<char> work(room);
+  cublasLtMatmulPreference_t pref;
+  CB(cublasLtMatmulPreferenceCreate(&pref));
+  CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &room, sizeof room));
+  cublasLtMatmulHeuristicResult_t res[8];
+  int found = 0;
+  CB(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 8, res, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+
+  struct Candidate {
+    std::string name, algo;
+    std::function<void()> run;
+    std::vector<double> ms;
+  };
+  std::vector<Candidate> cs;
+  const float one = 1, zero = 0;
+  for (cublasMath_t mode : {CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH})
+    cs.push_back({mode == CUBLAS_DEFAULT_MATH ? "cublas_sgemm_default" : "cublas_sgemm_pedantic", "", [&, mode] {
+                    CB(cublasSetMathMode(blas(), mode));
+                    CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n), int(k), &one, d.w.p, int(k),
+                                   d.x.p, int(k), &zero, d.y.p, int(p.ldy)));
+                  }});
+  for (int i = 0; i < found; ++i) {
+    const std::size_t ws = res[i].workspaceSize;
+    cs.push_back({"lt_bias_rank" + std::to_string(i), algo_desc(res[i].algo) + " workspace=" + std::to_string(ws),
+                  [&, i, ws] {
+                    CB(cublasLtMatmul(lt, desc, &one, d.w.p, la, d.x.p, lb, &zero, d.y.p, lc, d.y.p, lc, &res[i].algo,
+                                      ws ? work.p : nullptr, ws, nullptr));
+                  }});
+  }
+  const sc::LinearOperands o = d.ops(p, sc::GemmPrecision::fp32);
+  cs.push_back({"lt_gemm_fp32", "", [&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr); }});
+  for (Layer l : {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer})
+    cs.push_back({std::string(name(l)) + "_fp32", "", [&, l] { d.run(p, l, sc::GemmPrecision::fp32); }});
+  for (auto& c : cs)
+    if (!c.algo.empty()) std::printf("candidate %-22s %s\n", c.name.c_str(), c.algo.c_str());
+  for (int round = 0; round < rounds; ++round)
+    for (auto& c : cs) {
+      CK(cudaDeviceSynchronize());
+      std::this_thread::sleep_for(std::chrono::seconds(cool_s));
+      c.ms.push_back(median_ms(c.run));
+      char extra[300];
+      std::snprintf(extra, sizeof extra, "\"round\":%d,\"cool_s\":%d,\"algo\":\"%s\"", round, cool_s, c.algo.c_str());
+      record("full_clocks_" + c.name, c.ms.back(), extra);
+    }
+  for (auto& c : cs) {
+    std::sort(c.ms.begin(), c.ms.end());
+    std::printf("summary %-22s median of round medians %.4f ms (min %.4f, max %.4f)\n", c.name.c_str(),
+                c.ms[c.ms.size() / 2], c.ms.front(), c.ms.back());
+  }
+  CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(lt);
+  d.reset_stats(p);
+}
+
 // Each layer once per GEMM precision after a warm-up, for a kernel-level profile (ncu).
 static void profile() {
   const std::int64_t B = 1024, K = 8192, N = 8192;
@@ -283,7 +387,7 @@ static void profile() {
 }
 
 int main(int argc, char** argv) {
-  bool do_bench = false, do_profile = false, do_quick = false;
+  bool do_bench = false, do_profile = false, do_quick = false, do_fp32 = false;
   const char* json = nullptr;
   int quick_rounds = 3, quick_cool = 0;
   for (int i = 1; i < argc; ++i) {
@@ -293,6 +397,8 @@ int main(int argc, char** argv) {
       do_profile = true;
     else if (!std::strcmp(argv[i], "--quick"))
       do_quick = true;
+    else if (!std::strcmp(argv[i], "--fp32-full-clocks"))
+      do_fp32 = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
       json = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
@@ -303,18 +409,21 @@ int main(int argc, char** argv) {
       quick_cool = std::max(0, std::atoi(argv[++i]));
     else {
       std::fprintf(stderr,
-                   "usage: %s [--bench] [--quick] [--profile] [--json PATH] [--iters N] [--rounds N] [--cool S]\n",
+                   "usage: %s [--bench] [--quick] [--fp32-full-clocks] [--profile] [--json PATH] [--iters N] [--rounds N] "
+                   "[--cool S]\n",
                    argv[0]);
       return 2;
     }
   }
-  if (!do_bench && !do_profile && !do_quick) do_bench = true;
+  if (!do_bench && !do_profile && !do_quick && !do_fp32) do_bench = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, linear_max_out %ld\n", prop.name, long(sc::linear_max_out(0)));
+  std::printf("device %s, linear_max_out %ld, cuBLASLt %zu\n", prop.name, long(sc::linear_max_out(0)),
+              cublasLtGetVersion());
   try {
     if (do_bench) bench();
     if (do_quick) quick(quick_rounds, quick_cool);
+    if (do_fp32) fp32_full_clocks(quick_rounds, quick_cool);
     if (do_profile) profile();
   } catch (const std::exception& e) {
     std::printf("EXCEPTION %s\n", e.what());
@@ -325,8 +434,8 @@ int main(int argc, char** argv) {
     std::time_t now = std::time(nullptr);
     char date[64];
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    std::fprintf(f, "{\"date\":\"%s\",\"device\":\"%s\",\"iters\":%d,\"bench\":[\n%s]}\n", date, prop.name, iters,
-                 json_bench.c_str());
+    std::fprintf(f, "{\"date\":\"%s\",\"device\":\"%s\",\"cublaslt_version\":%zu,\"iters\":%d,\"bench\":[\n%s]}\n",
+                 date, prop.name, cublasLtGetVersion(), iters, json_bench.c_str());
     std::fclose(f);
   }
   return 0;
