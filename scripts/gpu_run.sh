@@ -121,7 +121,10 @@ if [ "$what" = fp32-gemm ]; then
     --json "$OUT/fp32_gemm_torch.json"
   grep -E "^(kernels|summary)" "$logs/fp32_torch.log" | tee -a "$OUT/summary.txt"
   # softfuse's side again on the cuBLAS of the framework's wheel, where it has one
-  torch_cublas=$(python3 -c 'import nvidia.cublas as c, os; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)
+  torch_cublas=$(python3 -c 'import torch, os
+torch.zeros(1, device="cuda") @ torch.zeros(1, 1, device="cuda")
+print(next((os.path.dirname(l.split()[-1]) for l in open("/proc/self/maps") if "libcublasLt" in l), ""))' 2>/dev/null)
+  summary "the framework's cuBLASLt: ${torch_cublas:-(not found)}"
   if [ -d "$torch_cublas" ]; then
     stage fp32_softfuse_torch_cublas env LD_LIBRARY_PATH="$torch_cublas" "$bench" --fp32-full-clocks --iters 10 \
       --rounds 3 --cool 4 --json "$OUT/fp32_gemm_softfuse_torch_cublas.json"
