@@ -24,7 +24,8 @@
 # fp32-gemm builds the kernels' project alone (as sanitize does), runs the fused layers' kernel tests, then the fp32
 # GEMM configurations and the fp32 layers at full clocks (linear_kernels_bench --fp32-full-clocks) against the reference
 # framework's fp32 matmul and layers timed the same way (linear_torch.py --full-clocks), with cuBLASLt's trace of each
-# side in logs.tar.gz, and softfuse's side once more on the cuBLAS of the framework's wheel: fp32_gemm_*.json.
+# side in logs.tar.gz (fp32_gemm_softfuse.json, fp32_gemm_torch.json); then the fp32 layers through the public API
+# (examples/softfuse) the same way (fp32_layers_api.json) and the CLI's CUDA-vs-OpenMP cross-check.
 # portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
 # plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
 # the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
@@ -120,16 +121,39 @@ if [ "$what" = fp32-gemm ]; then
   stage fp32_torch python3 perf/torch_baseline/linear_torch.py --full-clocks --iters 10 --rounds 3 --cool 4 \
     --json "$OUT/fp32_gemm_torch.json"
   grep -E "^(kernels|summary)" "$logs/fp32_torch.log" | tee -a "$OUT/summary.txt"
-  # softfuse's side again on the cuBLAS of the framework's wheel, where it has one
-  torch_cublas=$(python3 -c 'import torch, os
-torch.zeros(1, device="cuda") @ torch.zeros(1, 1, device="cuda")
-print(next((os.path.dirname(l.split()[-1]) for l in open("/proc/self/maps") if "libcublasLt" in l), ""))' 2>/dev/null)
-  summary "the framework's cuBLASLt: ${torch_cublas:-(not found)}"
-  if [ -d "$torch_cublas" ]; then
-    stage fp32_softfuse_torch_cublas env LD_LIBRARY_PATH="$torch_cublas" "$bench" --fp32-full-clocks --iters 10 \
-      --rounds 3 --cool 4 --json "$OUT/fp32_gemm_softfuse_torch_cublas.json"
-    grep -E "^(device|candidate|summary)" "$logs/fp32_softfuse_torch_cublas.log" | tee -a "$OUT/summary.txt"
-  fi
+  # the layers through the public API (the CLI: each layer after its KokkosBlas GEMM alone, medians of 10), 4 s idle
+  # before each, three rounds; then the CUDA-vs-OpenMP cross-check on a quarter-size workload
+  stage bootstrap bash -c "bash scripts/bootstrap.sh --backend cuda --arch $arch --offline .gpu_bundle > '$logs/deps-path'"
+  deps=$(tail -n1 "$logs/deps-path" 2>/dev/null)
+  [ -f "$deps" ] || finish
+  stage configure cmake -S . -B "$build" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release ${SOFTFUSE_CMAKE_ARGS:-}
+  stage build_cli cmake --build "$build" -j "$jobs" --target softfuse_cli
+  [ $status -eq 0 ] || finish
+  cli=$build/examples/softfuse
+  for round in 1 2 3; do
+    for layer in "linear_gelu_softmax" "linear_batchnorm_softmax --mode training" \
+      "linear_batchnorm_softmax --mode inference"; do
+      sleep 4
+      name=$(echo "$layer" | tr -d - | tr ' ' _)
+      stage "api_${name}_$round" "$cli" $layer --precision fp32 --reps 10 --check-rows 4
+      sed -n 's/^  time */'"$name round $round: "'/p' "$logs/api_${name}_$round.log" | tee -a "$logs/api_times.txt"
+    done
+  done
+  python3 - "$logs/api_times.txt" "bash scripts/gpu_run.sh $script_args (examples/softfuse, 4 s idle before each)" \
+    "$commit" >"$OUT/fp32_layers_api.json" <<'PY'
+import datetime, json, re, subprocess, sys
+rows = []
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S+) round (\d+): ([\d.]+) ms .*gemm alone \(KokkosBlas\) ([\d.]+) ms", line)
+    if m:
+        rows.append({"layer": m[1], "round": int(m[2]), "ms": float(m[3]), "gemm_alone_ms": float(m[4])})
+gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+print(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "device": gpu.stdout.strip(), "command": sys.argv[2], "commit": sys.argv[3], "results": rows}, indent=1))
+PY
+  tee -a "$OUT/summary.txt" <"$logs/api_times.txt"
+  stage cross_check "$cli" all --size 0.25 --cross-check
+  grep -E "check|cross" "$logs/cross_check.log" | tee -a "$OUT/summary.txt"
   finish
 fi
 
