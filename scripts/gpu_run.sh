@@ -24,7 +24,8 @@
 # fp32-gemm builds the kernels' project alone (as sanitize does), runs the fused layers' kernel tests, then the fp32
 # GEMM configurations and the fp32 layers at full clocks (linear_kernels_bench --fp32-full-clocks) against the reference
 # framework's fp32 matmul and layers timed the same way (linear_torch.py --full-clocks), with cuBLASLt's trace of each
-# side in logs.tar.gz (fp32_gemm_softfuse.json, fp32_gemm_torch.json); then the fp32 layers through the public API
+# side in logs.tar.gz (fp32_gemm_softfuse.json, fp32_gemm_torch.json; softfuse's side once more under Kokkos'
+# device-wide cache preference, fp32_gemm_softfuse_prefer_shared.json); then the fp32 layers through the public API
 # (examples/softfuse) the same way (fp32_layers_api.json) and the CLI's CUDA-vs-OpenMP cross-check.
 # portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
 # plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
@@ -118,6 +119,10 @@ if [ "$what" = fp32-gemm ]; then
   # both sides at full clocks: 4 s idle before each block of 10 calls, three rounds
   stage fp32_softfuse "$bench" --fp32-full-clocks --iters 10 --rounds 3 --cool 4 --json "$OUT/fp32_gemm_softfuse.json"
   grep -E "^(candidate|summary)" "$logs/fp32_softfuse.log" | tee -a "$OUT/summary.txt"
+  # again under the device-wide preference for shared memory that Kokkos' CUDA initialization sets
+  stage fp32_softfuse_prefer_shared "$bench" --fp32-full-clocks --prefer-shared --iters 10 --rounds 3 --cool 4 \
+    --json "$OUT/fp32_gemm_softfuse_prefer_shared.json"
+  grep -E "^summary" "$logs/fp32_softfuse_prefer_shared.log" | sed 's/^/prefer shared: /' | tee -a "$OUT/summary.txt"
   stage fp32_torch python3 perf/torch_baseline/linear_torch.py --full-clocks --iters 10 --rounds 3 --cool 4 \
     --json "$OUT/fp32_gemm_torch.json"
   grep -E "^(kernels|summary)" "$logs/fp32_torch.log" | tee -a "$OUT/summary.txt"

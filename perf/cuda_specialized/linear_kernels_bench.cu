@@ -12,6 +12,9 @@
 //                     fp32 layers, each block of --iters calls after --cool S seconds idle, --rounds N rounds
 //   --profile         one call per layer and GEMM precision on the workload, for
 //                     `ncu --clock-control none --metrics gpu__time_duration.sum --csv ... --profile`
+//   --prefer-shared   first set the device-wide cache preference to shared memory, as Kokkos' CUDA
+//                     initialization does, so that kernels without their own preference (cuBLAS's) run as
+//                     they do under Kokkos
 //   --json PATH       results as JSON;  --iters N  timed repetitions (default 20)
 // Exit status non-zero when a CUDA or cuBLAS call fails.
 #include <algorithm>
@@ -387,7 +390,7 @@ static void profile() {
 }
 
 int main(int argc, char** argv) {
-  bool do_bench = false, do_profile = false, do_quick = false, do_fp32 = false;
+  bool do_bench = false, do_profile = false, do_quick = false, do_fp32 = false, prefer_shared = false;
   const char* json = nullptr;
   int quick_rounds = 3, quick_cool = 0;
   for (int i = 1; i < argc; ++i) {
@@ -399,6 +402,8 @@ int main(int argc, char** argv) {
       do_quick = true;
     else if (!std::strcmp(argv[i], "--fp32-full-clocks"))
       do_fp32 = true;
+    else if (!std::strcmp(argv[i], "--prefer-shared"))
+      prefer_shared = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
       json = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
@@ -409,8 +414,8 @@ int main(int argc, char** argv) {
       quick_cool = std::max(0, std::atoi(argv[++i]));
     else {
       std::fprintf(stderr,
-                   "usage: %s [--bench] [--quick] [--fp32-full-clocks] [--profile] [--json PATH] [--iters N] [--rounds N] "
-                   "[--cool S]\n",
+                   "usage: %s [--bench] [--quick] [--fp32-full-clocks] [--profile] [--prefer-shared] [--json PATH] "
+                   "[--iters N] [--rounds N] [--cool S]\n",
                    argv[0]);
       return 2;
     }
@@ -418,8 +423,9 @@ int main(int argc, char** argv) {
   if (!do_bench && !do_profile && !do_quick && !do_fp32) do_bench = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, linear_max_out %ld, cuBLASLt %zu\n", prop.name, long(sc::linear_max_out(0)),
-              cublasLtGetVersion());
+  if (prefer_shared) CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
+  std::printf("device %s, linear_max_out %ld, cuBLASLt %zu%s\n", prop.name, long(sc::linear_max_out(0)),
+              cublasLtGetVersion(), prefer_shared ? ", device cache preference: shared" : "");
   try {
     if (do_bench) bench();
     if (do_quick) quick(quick_rounds, quick_cool);
@@ -434,8 +440,9 @@ int main(int argc, char** argv) {
     std::time_t now = std::time(nullptr);
     char date[64];
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    std::fprintf(f, "{\"date\":\"%s\",\"device\":\"%s\",\"cublaslt_version\":%zu,\"iters\":%d,\"bench\":[\n%s]}\n",
-                 date, prop.name, cublasLtGetVersion(), iters, json_bench.c_str());
+    std::fprintf(f, "{\"date\":\"%s\",\"device\":\"%s\",\"cublaslt_version\":%zu,\"prefer_shared\":%s,\"iters\":%d,"
+                 "\"bench\":[\n%s]}\n",
+                 date, prop.name, cublasLtGetVersion(), prefer_shared ? "true" : "false", iters, json_bench.c_str());
     std::fclose(f);
   }
   return 0;
