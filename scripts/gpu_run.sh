@@ -26,7 +26,8 @@
 # framework's fp32 matmul and layers timed the same way (linear_torch.py --full-clocks), with cuBLASLt's trace of each
 # side in logs.tar.gz (fp32_gemm_softfuse.json, fp32_gemm_torch.json; softfuse's side once more under Kokkos'
 # device-wide cache preference, fp32_gemm_softfuse_prefer_shared.json); then the fp32 layers through the public API
-# (examples/softfuse) the same way (fp32_layers_api.json) and the CLI's CUDA-vs-OpenMP cross-check.
+# (examples/softfuse) the same way (fp32_layers_api.json), the CUDA unit tests, the CLI's CUDA-vs-OpenMP
+# cross-check, and the layers' Google Benchmark against the GEMM they call (bench_fused.json in results.json).
 # portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
 # plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
 # the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
@@ -132,8 +133,10 @@ if [ "$what" = fp32-gemm ]; then
   deps=$(tail -n1 "$logs/deps-path" 2>/dev/null)
   [ -f "$deps" ] || finish
   stage configure cmake -S . -B "$build" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release ${SOFTFUSE_CMAKE_ARGS:-}
-  stage build_cli cmake --build "$build" -j "$jobs" --target softfuse_cli
+  stage build_api cmake --build "$build" -j "$jobs" --target softfuse_cli softfuse_unit_cuda softfuse_bench_linear
   [ $status -eq 0 ] || finish
+  stage unit_cuda "$build/tests/softfuse_unit_cuda" ${SOFTFUSE_GTEST_ARGS:-}
+  grep -E "^\[  (PASSED|FAILED) |tests ran" "$logs/unit_cuda.log" | tee -a "$OUT/summary.txt"
   cli=$build/examples/softfuse
   for round in 1 2 3; do
     for layer in "linear_gelu_softmax" "linear_batchnorm_softmax --mode training" \
@@ -159,6 +162,10 @@ PY
   tee -a "$OUT/summary.txt" <"$logs/api_times.txt"
   stage cross_check "$cli" all --size 0.25 --cross-check
   grep -E "check|cross" "$logs/cross_check.log" | tee -a "$OUT/summary.txt"
+  # the fused layers through the public API, each alternating with the GEMM it calls (Google Benchmark)
+  stage bench_fused "$build/perf/softfuse_bench_linear" --benchmark_out="$OUT/bench_fused.json" \
+    --benchmark_out_format=json
+  grep -E "^[a-z]" "$logs/bench_fused.log" | grep -v "^Run\|^Load" | tee -a "$OUT/summary.txt"
   finish
 fi
 

@@ -21,6 +21,8 @@ namespace Impl {
 template <>
 struct LinearSpecialization<Kokkos::Cuda> {
   static constexpr bool exists = true;
+  // cuBLAS through Kokkos Kernels under the driver's default cache preference, not Kokkos' (linear.hpp)
+  using gemm_scope = cuda_specialized::DefaultCachePreference;
 
   static cuda_specialized::GemmPrecision gemm_precision(Precision p) {
     return p == Precision::tf32     ? cuda_specialized::GemmPrecision::tf32

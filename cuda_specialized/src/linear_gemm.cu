@@ -5,7 +5,8 @@
 // shape, precision, epilogue and operand alignment, created on first use under a mutex and kept
 // until the process ends. A call builds its own small matmul descriptor (it carries the bias
 // pointer) and runs with no cuBLASLt workspace, so concurrent calls on several streams share
-// nothing mutable.
+// nothing mutable; it launches under the driver's default cache preference (DefaultCachePreference,
+// defined here).
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -166,33 +167,6 @@ std::pair<cublasLtHandle_t, const Plan*> plan_for(const GemmShape& s, const floa
   return {h->second, c.plans.emplace(s, std::move(plan)).first->second.get()};
 }
 
-// Kokkos' CUDA initialization (3.x) sets a device-wide cache preference for shared memory
-// (cudaDeviceSetCacheConfig), which every kernel without a preference of its own inherits, cuBLAS's
-// among them; the GEMM launches under the driver's default instead (docs/fused_layers.md), and the
-// caller's preference is restored after the launch. A mutex orders the library's own switches
-// between host threads.
-class DefaultCachePreference {
- public:
-  DefaultCachePreference() : lock_(mutex()) {
-    check_linear(cudaDeviceGetCacheConfig(&saved_), "cudaDeviceGetCacheConfig");
-    if (saved_ != cudaFuncCachePreferNone)
-      check_linear(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone), "cudaDeviceSetCacheConfig");
-  }
-  ~DefaultCachePreference() {
-    if (saved_ != cudaFuncCachePreferNone) (void)cudaDeviceSetCacheConfig(saved_);
-  }
-  DefaultCachePreference(const DefaultCachePreference&)            = delete;
-  DefaultCachePreference& operator=(const DefaultCachePreference&) = delete;
-
- private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  std::lock_guard<std::mutex> lock_;
-  cudaFuncCache saved_ = cudaFuncCachePreferNone;
-};
-
 void gemm(int device, cublasComputeType_t compute, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
           std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, const float* bias,
           bool accumulate, cudaStream_t stream) {
@@ -202,7 +176,7 @@ void gemm(int device, cublasComputeType_t compute, std::int64_t m, std::int64_t 
   const MatmulDesc desc(s, bias);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const Layouts& l = hp.second->layouts;
-  const DefaultCachePreference preference;
+  const DefaultCachePreference preference;  // not Kokkos' device-wide preference (linear.hpp)
   check_lt(cublasLtMatmul(hp.first, desc.d, &alpha, a, l.a, b, l.b, &beta, c, l.c, c, l.c, &hp.second->algo, nullptr, 0,
                           stream),
            "cublasLtMatmul");
@@ -321,6 +295,28 @@ void linear_gemm(const LinearOperands& op, cudaStream_t stream, std::int64_t tf3
 }
 
 }  // namespace impl
+
+namespace {
+std::mutex& preference_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+DefaultCachePreference::DefaultCachePreference() : saved_(cudaFuncCachePreferNone) {
+  preference_mutex().lock();
+  cudaError_t err = cudaDeviceGetCacheConfig(&saved_);
+  if (err == cudaSuccess && saved_ != cudaFuncCachePreferNone) err = cudaDeviceSetCacheConfig(cudaFuncCachePreferNone);
+  if (err != cudaSuccess) {
+    preference_mutex().unlock();
+    impl::throw_linear_cuda(err, "cudaDeviceSetCacheConfig");
+  }
+}
+
+DefaultCachePreference::~DefaultCachePreference() {
+  if (saved_ != cudaFuncCachePreferNone) (void)cudaDeviceSetCacheConfig(saved_);
+  preference_mutex().unlock();
+}
 
 }  // namespace cuda_specialized
 }  // namespace softfuse

@@ -1,7 +1,8 @@
 // Google Benchmark for the fused layers: time and TFLOP/s (2 batch in out flops) of linear_batchnorm_softmax
 // (training and inference, scalar scale, with a workspace; training also without, allocating per call) and
 // linear_gelu_softmax (exact GELU), on GPUs also forced onto the portable path (`_portable`), and
-// KokkosBlas::gemm alone on the same shapes and buffers in the same run, with the ratio of the two
+// the layers' GEMM alone (KokkosBlas::gemm as the portable path calls it) on the same shapes and buffers in
+// the same run, with the ratio of the two
 // (of_gemm: 1.0 = at GEMM speed). A layer's iterations alternate with calls of the GEMM alone on the same
 // buffers (not counted in the layer's time), whose median is the layer's gemm_TFLOP/s: both at the same
 // clocks and under the same load from other tenants of the machine.
@@ -10,7 +11,6 @@
 //
 // Shapes are batch x in x out. Each benchmark reports the median over its iterations (each fenced).
 
-#include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Random.hpp>
 #include <benchmark/benchmark.h>
@@ -50,7 +50,12 @@ std::map<Shape, Buffers>& buffer_cache() {
   return cache;
 }
 
-void gemm(const Buffers& b) { KokkosBlas::gemm("N", "T", 1.0f, b.x, b.w, 0.0f, b.y); }
+// The GEMM the layers' portable path calls (KokkosBlas::gemm within the backend's GemmScope).
+void gemm(const Buffers& b) {
+  using softfuse::Impl::exec_view_t;
+  softfuse::Impl::linear_gemm(Space(), exec_view_t<Space, Matrix>(b.x), exec_view_t<Space, Matrix>(b.w),
+                              exec_view_t<Space, Matrix, false>(b.y));
+}
 
 // One set of buffers per shape (x uniform [0, 1), weight and bias within 1/sqrt(in)); the GEMM timed once (the
 // GEMM benchmark's reference).

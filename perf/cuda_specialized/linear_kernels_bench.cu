@@ -283,7 +283,8 @@ static std::string algo_desc(const cublasLtMatmulAlgo_t& a) {
     return cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof v, &n) == CUBLAS_STATUS_SUCCESS ? long(v) : -1L;
   };
   char buf[200];
-  std::snprintf(buf, sizeof buf, "id=%ld tile=%ld stages=%ld splitk=%ld reduction=%ld swizzle=%ld custom=%ld cluster=%ld",
+  std::snprintf(buf, sizeof buf,
+                "id=%ld tile=%ld stages=%ld splitk=%ld reduction=%ld swizzle=%ld custom=%ld cluster=%ld",
                 get(CUBLASLT_ALGO_CONFIG_ID), get(CUBLASLT_ALGO_CONFIG_TILE_ID), get(CUBLASLT_ALGO_CONFIG_STAGES_ID),
                 get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM), get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
                 get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
@@ -336,16 +337,16 @@ static void fp32_full_clocks(int rounds, int cool_s) {
   for (cublasMath_t mode : {CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH})
     cs.push_back({mode == CUBLAS_DEFAULT_MATH ? "cublas_sgemm_default" : "cublas_sgemm_pedantic", "", [&, mode] {
                     CB(cublasSetMathMode(blas(), mode));
-                    CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n), int(k), &one, d.w.p, int(k),
-                                   d.x.p, int(k), &zero, d.y.p, int(p.ldy)));
+                    CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n), int(k), &one, d.w.p, int(k), d.x.p,
+                                   int(k), &zero, d.y.p, int(p.ldy)));
                   }});
   for (int i = 0; i < found; ++i) {
     const std::size_t ws = res[i].workspaceSize;
-    cs.push_back({"lt_bias_rank" + std::to_string(i), algo_desc(res[i].algo) + " workspace=" + std::to_string(ws),
-                  [&, i, ws] {
-                    CB(cublasLtMatmul(lt, desc, &one, d.w.p, la, d.x.p, lb, &zero, d.y.p, lc, d.y.p, lc, &res[i].algo,
-                                      ws ? work.p : nullptr, ws, nullptr));
-                  }});
+    cs.push_back(
+        {"lt_bias_rank" + std::to_string(i), algo_desc(res[i].algo) + " workspace=" + std::to_string(ws), [&, i, ws] {
+           CB(cublasLtMatmul(lt, desc, &one, d.w.p, la, d.x.p, lb, &zero, d.y.p, lc, d.y.p, lc, &res[i].algo,
+                             ws ? work.p : nullptr, ws, nullptr));
+         }});
   }
   const sc::LinearOperands o = d.ops(p, sc::GemmPrecision::fp32);
   cs.push_back({"lt_gemm_fp32", "", [&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr); }});
@@ -440,7 +441,8 @@ int main(int argc, char** argv) {
     std::time_t now = std::time(nullptr);
     char date[64];
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    std::fprintf(f, "{\"date\":\"%s\",\"device\":\"%s\",\"cublaslt_version\":%zu,\"prefer_shared\":%s,\"iters\":%d,"
+    std::fprintf(f,
+                 "{\"date\":\"%s\",\"device\":\"%s\",\"cublaslt_version\":%zu,\"prefer_shared\":%s,\"iters\":%d,"
                  "\"bench\":[\n%s]}\n",
                  date, prop.name, cublasLtGetVersion(), prefer_shared ? "true" : "false", iters, json_bench.c_str());
     std::fclose(f);

@@ -154,7 +154,34 @@ static void check_batch_mean(const Problem& p) {
   }
 }
 
+// DefaultCachePreference, the scope the GEMM launches in: the driver's default inside, the caller's preference
+// (here shared memory, as Kokkos' CUDA initialization sets it) restored after the scope and after a layer.
+static void check_cache_preference() {
+  CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
+  cudaFuncCache inside = cudaFuncCachePreferShared, after_scope = cudaFuncCachePreferNone,
+                after_layer = cudaFuncCachePreferNone;
+  {
+    const sc::DefaultCachePreference scope;
+    CK(cudaDeviceGetCacheConfig(&inside));
+  }
+  CK(cudaDeviceGetCacheConfig(&after_scope));
+  const Problem p = make_problem(3, 33, 100, 100, false);
+  DevProblem d(p);
+  d.run(p, Layer::gelu_exact, sc::GemmPrecision::fp32);
+  CK(cudaDeviceSynchronize());
+  CK(cudaDeviceGetCacheConfig(&after_layer));
+  CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone));
+  const bool ok = inside == cudaFuncCachePreferNone && after_scope == cudaFuncCachePreferShared &&
+                  after_layer == cudaFuncCachePreferShared;
+  failures += !ok;
+  std::printf(
+      "%s cache_preference   inside the GEMM's scope %d (none: %d), after it %d, after a layer %d (shared: %d)\n",
+      ok ? "ok  " : "FAIL", int(inside), int(cudaFuncCachePreferNone), int(after_scope), int(after_layer),
+      int(cudaFuncCachePreferShared));
+}
+
 static void checks(bool small) {
+  check_cache_preference();
   const std::vector<Layer> all{Layer::gelu_exact, Layer::gelu_tanh, Layer::bn_train, Layer::bn_infer};
   const std::vector<Layer> infer{Layer::gelu_exact, Layer::gelu_tanh, Layer::bn_infer};
   check_case(make_problem(1, 37, 50, 50, false), "batch1", 0, infer);

@@ -5,7 +5,8 @@
 // it where Kokkos Kernels was configured with the BLAS / cuBLAS TPL. Kokkos Kernels (3.4 as 4.x) takes the
 // TPL path when x, weight and y share one layout (LayoutRight: the row-major call is issued as the transposed
 // column-major one) on a host / CUDA memory space, as Views of Device<ExecSpace, MemorySpace>, which is what
-// exec_view_t gives; other layouts run Kokkos Kernels' own (much slower) kernel.
+// exec_view_t gives; other layouts run Kokkos Kernels' own (much slower) kernel. The call runs within the
+// backend's GemmScope (softfuse_linear_spec.hpp; on Kokkos::Cuda the driver's default cache preference).
 
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
@@ -13,6 +14,8 @@
 #include <cstdint>
 #include <type_traits>
 #include <utility>
+
+#include "softfuse_linear_spec.hpp"
 
 namespace softfuse {
 namespace Impl {
@@ -46,6 +49,7 @@ void linear_gemm(const ExecSpace& space, const XView& x, const WView& weight, co
                          ZeroFill<YView>{y});
     return;
   }
+  const typename GemmScope<ExecSpace>::type scope;
   if constexpr (GemmTakesSpace<ExecSpace, XView, WView, YView>::value) {
     KokkosBlas::gemm(space, "N", "T", T(1), x, weight, T(0), y);
   } else {

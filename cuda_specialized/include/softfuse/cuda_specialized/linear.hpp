@@ -71,6 +71,24 @@ std::int64_t linear_max_out(int device);
 void split_weight_tf32x3(const float* weight, std::int64_t ldw, std::int64_t out, std::int64_t in, float* split,
                          std::int64_t ld_split, cudaStream_t stream);
 
+// From construction to destruction, the current device's cache preference is the driver's default
+// (cudaFuncCachePreferNone); the caller's is restored after. Kernels without a preference of their own,
+// cuBLAS's among them, take the device's; Kokkos' CUDA initialization (3.x) sets it to shared memory,
+// under which the fp32 SGEMM of 1024 x 8192 x 8192 ran 10 % slower on the H100. The fused layers launch
+// their GEMM in such a scope (so does softfuse's portable path on Kokkos::Cuda). Scopes of several host
+// threads take turns (a mutex), so each restores what the one before it found. Throws std::runtime_error
+// when the preference cannot be read or set.
+class DefaultCachePreference {
+ public:
+  DefaultCachePreference();
+  ~DefaultCachePreference();
+  DefaultCachePreference(const DefaultCachePreference&)            = delete;
+  DefaultCachePreference& operator=(const DefaultCachePreference&) = delete;
+
+ private:
+  cudaFuncCache saved_;
+};
+
 // Asynchronous on `stream`; batch, in, out >= 0 (in = 0 gives logits = bias).
 void linear_gelu_softmax(const LinearOperands& op, bool exact_gelu, cudaStream_t stream);
 // Training mode needs batch >= 2.
