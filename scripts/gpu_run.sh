@@ -3,7 +3,8 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable|fp32-gemm] [ARCH]  (default: all HOPPER90)
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable|fp32-gemm|tc-gemm|fused-api] [ARCH]
+#   (default: all HOPPER90)
 #
 # sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos) and runs
 # compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
@@ -25,9 +26,11 @@
 # GEMM configurations and the fp32 layers at full clocks (linear_kernels_bench --fp32-full-clocks) against the reference
 # framework's fp32 matmul and layers timed the same way (linear_torch.py --full-clocks), with cuBLASLt's trace of each
 # side in logs.tar.gz (fp32_gemm_softfuse.json, fp32_gemm_torch.json; softfuse's side once more under Kokkos'
-# device-wide cache preference, fp32_gemm_softfuse_prefer_shared.json); then the fp32 layers through the public API
-# (examples/softfuse) the same way (fp32_layers_api.json), the CUDA unit tests, the CLI's CUDA-vs-OpenMP
-# cross-check, and the layers' Google Benchmark against the GEMM they call (bench_fused.json in results.json).
+# device-wide cache preference, fp32_gemm_softfuse_prefer_shared.json). tc-gemm does the same for the TF32 and 3xTF32
+# GEMMs and layers (tc_layers_full_clocks*.json). fused-api builds softfuse with Kokkos, runs the CUDA unit tests, the
+# fp32 layers through the public API (examples/softfuse) at full clocks (fp32_layers_api.json), the CLI's
+# CUDA-vs-OpenMP cross-check, the layers' Google Benchmark against the GEMM they call (bench_fused.json in
+# results.json) and the reference framework's fp32 side again (fp32_gemm_torch.json).
 # portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
 # plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
 # the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
@@ -74,6 +77,11 @@ finish() {
   exit $status
 }
 
+add_context() {  # add_context FILE WHAT: records the command and commit in a JSON result, in place
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d.update(command=sys.argv[2], commit=sys.argv[3])
+json.dump(d, open(sys.argv[1], "w"), indent=1)' "$1" "bash scripts/gpu_run.sh $script_args ($2)" "$commit"
+}
+
 plans_json() {  # the plan sweep's JSON with date, command and commit
   python3 -c 'import json, sys, datetime; d = json.load(open(sys.argv[1]))
 print(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -104,7 +112,7 @@ if [ "$what" = sanitize ]; then
   finish
 fi
 
-if [ "$what" = fp32-gemm ]; then
+if [ "$what" = fp32-gemm ] || [ "$what" = tc-gemm ]; then
   kernels=$root/build/cuda-kernels
   bench=$kernels/perf/linear_kernels_bench
   stage configure_kernels cmake -S cuda_specialized -B "$kernels" -G Ninja -DCMAKE_BUILD_TYPE=Release
@@ -112,6 +120,17 @@ if [ "$what" = fp32-gemm ]; then
   [ $status -eq 0 ] || finish
   stage test_linear_kernels "$kernels/tests/test_linear_kernels"
   grep -E "^(PASSED|FAILED)" "$logs/test_linear_kernels.log" | tee -a "$OUT/summary.txt"
+  if [ "$what" = tc-gemm ]; then
+    # cuBLAS TF32 alone and the library's TF32 and 3xTF32 GEMMs and layers at full clocks (4 s idle before each
+    # block of 10 calls, two rounds), under the driver's default cache preference and under Kokkos' device-wide one
+    for pref in "" --prefer-shared; do
+      name=tc_layers_full_clocks${pref:+_prefer_shared}
+      stage "$name" "$bench" --tc-full-clocks $pref --iters 10 --rounds 2 --cool 4 --json "$OUT/$name.json"
+      add_context "$OUT/$name.json" "linear_kernels_bench --tc-full-clocks $pref"
+      grep -E "^summary" "$logs/$name.log" | sed "s/^/${pref:-default preference}: /" | tee -a "$OUT/summary.txt"
+    done
+    finish
+  fi
   # the algorithms each side runs, from cuBLASLt's trace of a short run
   stage lt_trace_softfuse env CUBLASLT_LOG_LEVEL=2 CUBLASLT_LOG_FILE="$logs/lt_trace_softfuse.txt" "$bench" \
     --fp32-full-clocks --iters 5 --rounds 1 --cool 0
@@ -119,15 +138,22 @@ if [ "$what" = fp32-gemm ]; then
     perf/torch_baseline/linear_torch.py --full-clocks --iters 5 --rounds 1 --cool 0
   # both sides at full clocks: 4 s idle before each block of 10 calls, three rounds
   stage fp32_softfuse "$bench" --fp32-full-clocks --iters 10 --rounds 3 --cool 4 --json "$OUT/fp32_gemm_softfuse.json"
+  add_context "$OUT/fp32_gemm_softfuse.json" "linear_kernels_bench --fp32-full-clocks"
   grep -E "^(candidate|summary)" "$logs/fp32_softfuse.log" | tee -a "$OUT/summary.txt"
   # again under the device-wide preference for shared memory that Kokkos' CUDA initialization sets
   stage fp32_softfuse_prefer_shared "$bench" --fp32-full-clocks --prefer-shared --iters 10 --rounds 3 --cool 4 \
     --json "$OUT/fp32_gemm_softfuse_prefer_shared.json"
+  add_context "$OUT/fp32_gemm_softfuse_prefer_shared.json" "linear_kernels_bench --fp32-full-clocks --prefer-shared"
   grep -E "^summary" "$logs/fp32_softfuse_prefer_shared.log" | sed 's/^/prefer shared: /' | tee -a "$OUT/summary.txt"
   stage fp32_torch python3 perf/torch_baseline/linear_torch.py --full-clocks --iters 10 --rounds 3 --cool 4 \
     --json "$OUT/fp32_gemm_torch.json"
+  add_context "$OUT/fp32_gemm_torch.json" "perf/torch_baseline/linear_torch.py --full-clocks"
   grep -E "^(kernels|summary)" "$logs/fp32_torch.log" | tee -a "$OUT/summary.txt"
-  # the layers through the public API (the CLI: each layer after its KokkosBlas GEMM alone, medians of 10), 4 s idle
+  finish
+fi
+
+if [ "$what" = fused-api ]; then
+  # the fp32 layers through the public API (the CLI: each layer after its KokkosBlas GEMM alone, medians of 10), 4 s idle
   # before each, three rounds; then the CUDA-vs-OpenMP cross-check on a quarter-size workload
   stage bootstrap bash -c "bash scripts/bootstrap.sh --backend cuda --arch $arch --offline .gpu_bundle > '$logs/deps-path'"
   deps=$(tail -n1 "$logs/deps-path" 2>/dev/null)
@@ -166,6 +192,10 @@ PY
   stage bench_fused "$build/perf/softfuse_bench_linear" --benchmark_out="$OUT/bench_fused.json" \
     --benchmark_out_format=json
   grep -E "^[a-z]" "$logs/bench_fused.log" | grep -v "^Run\|^Load" | tee -a "$OUT/summary.txt"
+  stage fp32_torch python3 perf/torch_baseline/linear_torch.py --full-clocks --iters 10 --rounds 3 --cool 4 \
+    --json "$OUT/fp32_gemm_torch.json"
+  add_context "$OUT/fp32_gemm_torch.json" "perf/torch_baseline/linear_torch.py --full-clocks"
+  grep -E "^(kernels|summary)" "$logs/fp32_torch.log" | tee -a "$OUT/summary.txt"
   finish
 fi
 

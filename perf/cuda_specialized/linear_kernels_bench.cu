@@ -10,6 +10,7 @@
 //                     before each round (every round at full clocks)
 //   --fp32-full-clocks the fp32 GEMM configurations (cuBLAS, cuBLASLt's candidates, the library's) and the
 //                     fp32 layers, each block of --iters calls after --cool S seconds idle, --rounds N rounds
+//   --tc-full-clocks  the same for cuBLAS TF32 alone and the library's TF32 and 3xTF32 GEMMs and layers
 //   --profile         one call per layer and GEMM precision on the workload, for
 //                     `ncu --clock-control none --metrics gpu__time_duration.sum --csv ... --profile`
 //   --prefer-shared   first set the device-wide cache preference to shared memory, as Kokkos' CUDA
@@ -292,13 +293,14 @@ static std::string algo_desc(const cublasLtMatmulAlgo_t& a) {
   return buf;
 }
 
-// The fp32 GEMM configurations and the fp32 layers at full clocks on the 1024 x 8192 x 8192 workload.
+// The fp32 GEMM configurations and the fp32 layers at full clocks on the 1024 x 8192 x 8192 workload
+// (tensor_cores: cuBLAS TF32 alone, the library's TF32 and 3xTF32 GEMMs and the layers in both instead).
 // Each candidate runs as a block of `iters` calls (median) after `cool_s` seconds idle, in `rounds`
 // rounds: cublasSgemm in the default and the pedantic math mode (no bias), cuBLASLt's heuristic
 // candidates for y = x wᵀ + bias with the bias epilogue (asked with 32 MiB of room, each given the
 // workspace it asks for), the library's GEMM, and the three layers. perf/torch_baseline/linear_torch.py
 // --full-clocks times the reference framework's side the same way.
-static void fp32_full_clocks(int rounds, int cool_s) {
+static void full_clocks(bool tensor_cores, int rounds, int cool_s) {
   const Problem p = make_problem(1024, 8192, 8192, 8192, false);
   DevProblem d(p);
   const std::int64_t m = p.out, n = p.batch, k = p.in;
@@ -334,24 +336,35 @@ static void fp32_full_clocks(int rounds, int cool_s) {
   };
   std::vector<Candidate> cs;
   const float one = 1, zero = 0;
-  for (cublasMath_t mode : {CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH})
-    cs.push_back({mode == CUBLAS_DEFAULT_MATH ? "cublas_sgemm_default" : "cublas_sgemm_pedantic", "", [&, mode] {
-                    CB(cublasSetMathMode(blas(), mode));
-                    CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n), int(k), &one, d.w.p, int(k), d.x.p,
-                                   int(k), &zero, d.y.p, int(p.ldy)));
-                  }});
-  for (int i = 0; i < found; ++i) {
-    const std::size_t ws = res[i].workspaceSize;
-    cs.push_back(
-        {"lt_bias_rank" + std::to_string(i), algo_desc(res[i].algo) + " workspace=" + std::to_string(ws), [&, i, ws] {
-           CB(cublasLtMatmul(lt, desc, &one, d.w.p, la, d.x.p, lb, &zero, d.y.p, lc, d.y.p, lc, &res[i].algo,
-                             ws ? work.p : nullptr, ws, nullptr));
-         }});
-  }
   const sc::LinearOperands o = d.ops(p, sc::GemmPrecision::fp32);
-  cs.push_back({"lt_gemm_fp32", "", [&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr); }});
-  for (Layer l : {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer})
-    cs.push_back({std::string(name(l)) + "_fp32", "", [&, l] { d.run(p, l, sc::GemmPrecision::fp32); }});
+  if (tensor_cores) {
+    cs.push_back({"cublas_tf32", "", [&] { cublas_alone(p, d, true); }});
+    for (sc::GemmPrecision prec : {sc::GemmPrecision::tf32, sc::GemmPrecision::tf32x3}) {
+      const sc::LinearOperands op = d.ops(p, prec);
+      cs.push_back({std::string("lt_gemm_") + name(prec), "",
+                    [&, op] { softfuse::cuda_specialized::impl::linear_gemm(op, nullptr); }});
+      for (Layer l : {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer})
+        cs.push_back({std::string(name(l)) + "_" + name(prec), "", [&, l, prec] { d.run(p, l, prec); }});
+    }
+  } else {
+    for (cublasMath_t mode : {CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH})
+      cs.push_back({mode == CUBLAS_DEFAULT_MATH ? "cublas_sgemm_default" : "cublas_sgemm_pedantic", "", [&, mode] {
+                      CB(cublasSetMathMode(blas(), mode));
+                      CB(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n), int(k), &one, d.w.p, int(k),
+                                     d.x.p, int(k), &zero, d.y.p, int(p.ldy)));
+                    }});
+    for (int i = 0; i < found; ++i) {
+      const std::size_t ws = res[i].workspaceSize;
+      cs.push_back(
+          {"lt_bias_rank" + std::to_string(i), algo_desc(res[i].algo) + " workspace=" + std::to_string(ws), [&, i, ws] {
+             CB(cublasLtMatmul(lt, desc, &one, d.w.p, la, d.x.p, lb, &zero, d.y.p, lc, d.y.p, lc, &res[i].algo,
+                               ws ? work.p : nullptr, ws, nullptr));
+           }});
+    }
+    cs.push_back({"lt_gemm_fp32", "", [&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr); }});
+    for (Layer l : {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer})
+      cs.push_back({std::string(name(l)) + "_fp32", "", [&, l] { d.run(p, l, sc::GemmPrecision::fp32); }});
+  }
   for (auto& c : cs)
     if (!c.algo.empty()) std::printf("candidate %-22s %s\n", c.name.c_str(), c.algo.c_str());
   for (int round = 0; round < rounds; ++round)
@@ -391,7 +404,7 @@ static void profile() {
 }
 
 int main(int argc, char** argv) {
-  bool do_bench = false, do_profile = false, do_quick = false, do_fp32 = false, prefer_shared = false;
+  bool do_bench = false, do_profile = false, do_quick = false, do_fp32 = false, do_tc = false, prefer_shared = false;
   const char* json = nullptr;
   int quick_rounds = 3, quick_cool = 0;
   for (int i = 1; i < argc; ++i) {
@@ -403,6 +416,8 @@ int main(int argc, char** argv) {
       do_quick = true;
     else if (!std::strcmp(argv[i], "--fp32-full-clocks"))
       do_fp32 = true;
+    else if (!std::strcmp(argv[i], "--tc-full-clocks"))
+      do_tc = true;
     else if (!std::strcmp(argv[i], "--prefer-shared"))
       prefer_shared = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
@@ -414,14 +429,16 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--cool") && i + 1 < argc)
       quick_cool = std::max(0, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr,
-                   "usage: %s [--bench] [--quick] [--fp32-full-clocks] [--profile] [--prefer-shared] [--json PATH] "
-                   "[--iters N] [--rounds N] [--cool S]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--bench] [--quick] [--fp32-full-clocks] [--tc-full-clocks] [--profile] [--prefer-shared] "
+          "[--json PATH] "
+          "[--iters N] [--rounds N] [--cool S]\n",
+          argv[0]);
       return 2;
     }
   }
-  if (!do_bench && !do_profile && !do_quick && !do_fp32) do_bench = true;
+  if (!do_bench && !do_profile && !do_quick && !do_fp32 && !do_tc) do_bench = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   if (prefer_shared) CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
@@ -430,7 +447,8 @@ int main(int argc, char** argv) {
   try {
     if (do_bench) bench();
     if (do_quick) quick(quick_rounds, quick_cool);
-    if (do_fp32) fp32_full_clocks(quick_rounds, quick_cool);
+    if (do_fp32) full_clocks(false, quick_rounds, quick_cool);
+    if (do_tc) full_clocks(true, quick_rounds, quick_cool);
     if (do_profile) profile();
   } catch (const std::exception& e) {
     std::printf("EXCEPTION %s\n", e.what());

@@ -8,7 +8,7 @@
 // The portable path's GEMM runs in the CUDA specialization's scope: the driver's default cache preference,
 // not the device-wide preference for shared memory that Kokkos' CUDA initialization (3.x) sets, which slows
 // cuBLAS's fp32 GEMM; and it leaves the device's preference as it found it.
-TEST(cuda, linear_gemm_cache_preference) {
+TEST_F(cuda, linear_gemm_cache_preference) {
 #ifdef SOFTFUSE_HAVE_CUDA_SPECIALIZED
   static_assert(std::is_same<softfuse::Impl::GemmScope<Kokkos::Cuda>::type,
                              softfuse::cuda_specialized::DefaultCachePreference>::value,
