@@ -253,6 +253,16 @@ static im::Plan streamp(int buffers, int lead, std::int64_t chunk_bytes, int gri
   return p;
 }
 
+// A split plan: chunks of `chunk_bytes`, `group_rows` rows per pair of passes (0: what a third of L2 holds).
+static im::Plan splitp(std::int64_t chunk_bytes, std::int64_t group_rows = 0) {
+  im::Plan p;
+  p.regime     = im::Regime::split;
+  p.vec        = 4;
+  p.chunk      = chunk_bytes / 4;
+  p.group_rows = group_rows;
+  return p;
+}
+
 static bool wanted(std::int64_t rows, std::int64_t cols) {
   if (g_shapes.empty()) return true;
   for (const auto& s : g_shapes)
@@ -305,6 +315,13 @@ static void bench_all(int iters, cudaStream_t stream) {
        {rowp(16, 512, 16), streamp(4, 2, 48 << 10, 132), streamp(5, 3, 40 << 10), streamp(6, 4, 32 << 10)}},
       {256, 786432, {streamp(4, 2, 48 << 10, 132), streamp(5, 3, 40 << 10)}},
       {64, 2097152, {streamp(6, 4, 32 << 10)}},
+      // rows beyond the stream's reach, and the stream's longest rows: split chunks and groups
+      {256, 2097152, {splitp(64 << 10), splitp(128 << 10), splitp(256 << 10), splitp(128 << 10, 4)}},
+      {32,
+       8388608,
+       {splitp(128 << 10), splitp(256 << 10), splitp(512 << 10), splitp(128 << 10, 2), splitp(256 << 10, 2),
+        splitp(256 << 10, 4)}},
+      {1, 33554432, {splitp(128 << 10), splitp(256 << 10), splitp(512 << 10), splitp(1 << 20)}},
   };
   std::size_t max_elems = 0;
   for (auto& s : shapes)
