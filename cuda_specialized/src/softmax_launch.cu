@@ -198,10 +198,13 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
   if (f1 == nullptr || f2 == nullptr) throw_invalid("no split kernel for " + describe(plan));
   const std::int64_t nchunks = ceil_div(p.cols, chunk);
   if (nchunks > 0x7fffffffLL) throw_invalid("row too long");
-  // Rows per pass pair: what pass 2 re-reads (and what it writes) should stay in L2.
+  // Rows per pass pair (kSplitMinL2Rows in softmax_plan.hpp): groups that stay in L2 between the passes, or all rows.
   std::int64_t group = plan.group_rows;
-  if (group <= 0) group = std::max<std::int64_t>(1, (di.l2_bytes / 3) / std::max<std::int64_t>(1, p.cols * es));
-  group                      = std::min<std::int64_t>({group, p.rows, 65535});
+  if (group <= 0) {
+    const std::int64_t l2_rows = (di.l2_bytes / 3) / std::max<std::int64_t>(1, p.cols * es);
+    group                      = l2_rows >= kSplitMinL2Rows ? l2_rows : p.rows;
+  }
+  group = std::min<std::int64_t>({group, p.rows, 65535, std::max<std::int64_t>(1, kSplitMaxPartials / nchunks)});
   const bool combine         = nchunks > 256;
   const std::int64_t nparts  = group * nchunks;
   const std::size_t ws_bytes = static_cast<std::size_t>(nparts + (combine ? group : 0)) * sizeof(MS<T>);

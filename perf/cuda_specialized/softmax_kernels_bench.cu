@@ -319,8 +319,9 @@ static void bench_all(int iters, cudaStream_t stream) {
       {256, 2097152, {splitp(64 << 10), splitp(128 << 10), splitp(256 << 10), splitp(128 << 10, 4)}},
       {32,
        8388608,
-       {splitp(128 << 10), splitp(256 << 10), splitp(512 << 10), splitp(128 << 10, 2), splitp(256 << 10, 2),
-        splitp(256 << 10, 4)}},
+       {splitp(128 << 10), splitp(128 << 10, 2), splitp(256 << 10, 2), splitp(256 << 10, 4), splitp(128 << 10, 4),
+        splitp(256 << 10, 8), splitp(128 << 10, 8), splitp(256 << 10, 16), splitp(256 << 10, 32),
+        splitp(64 << 10, 32)}},
       {1, 33554432, {splitp(128 << 10), splitp(256 << 10), splitp(512 << 10), splitp(1 << 20)}},
   };
   std::size_t max_elems = 0;

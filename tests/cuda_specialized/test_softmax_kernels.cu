@@ -392,7 +392,12 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
   }
 
   // Forced alternative plans on rows small enough for the sanitizers.
-  std::vector<std::pair<im::Plan, std::int64_t>> forced;
+  struct Forced {
+    im::Plan plan;
+    std::int64_t cols;
+    std::int64_t rows = 0;  // 0: the suite's
+  };
+  std::vector<Forced> forced;
   auto row_plan = [&](int vec, int cluster, int threads, int ks, int kr) {
     im::Plan p;
     p.regime  = im::Regime::row;
@@ -532,6 +537,11 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     s.vec      = 1;
     s.chunk    = 1000;
     forced.push_back({s, 7777});
+    // rows too long for kSplitMinL2Rows of them in a third of L2: one group of all rows
+    im::Plan g   = p;
+    g.chunk      = 16384;
+    g.group_rows = 0;
+    forced.push_back({g, 1200000, 5});
   }
   {
     im::Plan w;
@@ -543,12 +553,12 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
   }
   for (auto& fp : forced) {
     CaseSpec a;
-    a.cols   = fp.second;
-    a.rows   = sanitize ? 9 : small ? 21 : 103;
+    a.cols   = fp.cols;
+    a.rows   = fp.rows > 0 ? fp.rows : sanitize ? 9 : small ? 21 : 103;
     a.seed   = ++seed;
     a.wide   = true;
-    a.forced = &fp.first;
-    if (fp.first.vec == 1) a.offset = 1;
+    a.forced = &fp.plan;
+    if (fp.plan.vec == 1) a.offset = 1;
     run_case<T>(a, stream);
     if (sanitize) continue;  // in place changes nothing the sanitizers look at
     CaseSpec b = a;
