@@ -35,9 +35,9 @@ std::string describe(const RowPlan& p) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
-                p.stream ? " stream" : "", p.staged ? " staged" : "",
-                static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
-                static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
+                p.stream ? " stream" : "", p.staged ? " staged" : "", static_cast<long long>(p.chunk),
+                static_cast<long long>(p.chunks), static_cast<long long>(p.cached_chunk),
+                static_cast<long long>(p.group_rows));
   return buf;
 }
 
@@ -120,6 +120,12 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
         plans.push_back(plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<Space, true, true>(),
                                    concurrency * group_bytes / std::int64_t(sizeof(float)),
                                    waves * concurrency / kGpuRowThreads));
+  // all rows in one group: two launches in all, the second pass reading from memory (the CUDA split regime's
+  // rule for rows too long to group in L2, docs/softmax_regimes.md)
+  if (cols >= 131072)
+    for (int waves : {2, 8, 32})
+      plans.push_back(plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<Space, true, true>(),
+                                 rows * cols, waves * concurrency / kGpuRowThreads));
   return plans;
 }
 
