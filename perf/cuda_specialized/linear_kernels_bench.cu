@@ -98,50 +98,71 @@ static double logits_error(const Problem& p, const float* z) {
   return std::sqrt(num / den);
 }
 
+// The bench's GEMM as cuBLASLt sees it: yᵀ[out, batch] = Wᵀ·xᵀ over k (row pitch in), with the bias
+// epilogue when `bias` is given; a handle, the descriptor and the layouts, destroyed with it.
+struct LtGemm {
+  cublasLtHandle_t lt       = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  LtGemm(const Problem& p, cublasComputeType_t compute, std::int64_t k, const float* bias) {
+    CB(cublasLtCreate(&lt));
+    CB(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (bias) {
+      const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+      CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    CB(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, p.out, p.in));
+    CB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, p.batch, p.in));
+    CB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, p.out, p.batch, p.ldy));
+  }
+  LtGemm(const LtGemm&)            = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+  ~LtGemm() {
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+  }
+  // The heuristic's candidates (at most 8) under a workspace limit of `room` bytes.
+  int candidates(std::size_t room, cublasLtMatmulHeuristicResult_t (&res)[8]) const {
+    cublasLtMatmulPreference_t pref;
+    CB(cublasLtMatmulPreferenceCreate(&pref));
+    CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &room, sizeof room));
+    int found = 0;
+    CB(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 8, res, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    return found;
+  }
+  // d.y = beta d.y + W x (+ bias) with `algo` and `ws` bytes of workspace at `work`.
+  void run(const DevProblem& d, const cublasLtMatmulAlgo_t& algo, float beta, void* work, std::size_t ws) const {
+    const float one = 1;
+    CB(cublasLtMatmul(lt, desc, &one, d.w.p, la, d.x.p, lb, &beta, d.y.p, lc, d.y.p, lc, &algo, ws ? work : nullptr, ws,
+                      nullptr));
+  }
+};
+
 // cuBLASLt's heuristic candidates for yᵀ = Wᵀ·xᵀ (m = out, n = batch), each timed: with no
 // workspace (what the library runs) and with a 32 MiB one.
 static void lt_sweep(const Problem& p, DevProblem& d, cublasComputeType_t compute, std::int64_t k, bool beta_one,
                      const char* label) {
-  static cublasLtHandle_t lt = [] {
-    cublasLtHandle_t h;
-    CB(cublasLtCreate(&h));
-    return h;
-  }();
-  const std::int64_t m = p.out, n = p.batch;
-  cublasLtMatmulDesc_t desc;
-  CB(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  cublasLtMatrixLayout_t la, lb, lc;
-  CB(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, p.in));
-  CB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, p.in));
-  CB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, p.ldy));
+  const LtGemm g(p, compute, k, nullptr);
   Dev<char> work(32 << 20);
   for (std::size_t ws : {std::size_t(0), std::size_t(32) << 20}) {
-    cublasLtMatmulPreference_t pref;
-    CB(cublasLtMatmulPreferenceCreate(&pref));
-    CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t res[8];
-    int found = 0;
-    CB(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 8, res, &found));
-    const float one = 1, beta = beta_one ? 1.f : 0.f;
+    const int found = g.candidates(ws, res);
     for (int i = 0; i < found; ++i) {
-      const double t = median_ms([&] {
-        CB(cublasLtMatmul(lt, desc, &one, d.w.p, la, d.x.p, lb, &beta, d.y.p, lc, d.y.p, lc, &res[i].algo,
-                          ws ? work.p : nullptr, ws, nullptr));
-      });
+      const double t = median_ms([&] { g.run(d, res[i].algo, beta_one ? 1.f : 0.f, work.p, ws); });
       char extra[160];
       std::snprintf(extra, sizeof extra, "\"workspace_limit\":%zu,\"workspace\":%zu,\"rank\":%d,\"k\":%ld", ws,
                     res[i].workspaceSize, i, long(k));
       record(std::string("lt_sweep_") + label + "_ws" + std::to_string(ws >> 20) + "_" + std::to_string(i), t, extra);
     }
-    cublasLtMatmulPreferenceDestroy(pref);
   }
-  cublasLtMatrixLayoutDestroy(la);
-  cublasLtMatrixLayoutDestroy(lb);
-  cublasLtMatrixLayoutDestroy(lc);
-  cublasLtMatmulDescDestroy(desc);
 }
 
 static void bench() {
@@ -304,30 +325,11 @@ static void full_clocks(bool tensor_cores, int rounds, int cool_s) {
   const Problem p = make_problem(1024, 8192, 8192, 8192, false);
   DevProblem d(p);
   const std::int64_t m = p.out, n = p.batch, k = p.in;
-  cublasLtHandle_t lt;
-  CB(cublasLtCreate(&lt));
-  cublasLtMatmulDesc_t desc;
-  CB(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-  const float* bias            = d.b.p;
-  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-  CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-  cublasLtMatrixLayout_t la, lb, lc;
-  CB(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, k));
-  CB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k));
-  CB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, p.ldy));
+  const LtGemm g(p, CUBLAS_COMPUTE_32F, k, d.b.p);
   const std::size_t room = std::size_t(32) << 20;
   Dev<char> work(room);
-  cublasLtMatmulPreference_t pref;
-  CB(cublasLtMatmulPreferenceCreate(&pref));
-  CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &room, sizeof room));
   cublasLtMatmulHeuristicResult_t res[8];
-  int found = 0;
-  CB(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 8, res, &found));
-  cublasLtMatmulPreferenceDestroy(pref);
+  const int found = tensor_cores ? 0 : g.candidates(room, res);
 
   struct Candidate {
     std::string name, algo;
@@ -355,11 +357,8 @@ static void full_clocks(bool tensor_cores, int rounds, int cool_s) {
                     }});
     for (int i = 0; i < found; ++i) {
       const std::size_t ws = res[i].workspaceSize;
-      cs.push_back(
-          {"lt_bias_rank" + std::to_string(i), algo_desc(res[i].algo) + " workspace=" + std::to_string(ws), [&, i, ws] {
-             CB(cublasLtMatmul(lt, desc, &one, d.w.p, la, d.x.p, lb, &zero, d.y.p, lc, d.y.p, lc, &res[i].algo,
-                               ws ? work.p : nullptr, ws, nullptr));
-           }});
+      cs.push_back({"lt_bias_rank" + std::to_string(i), algo_desc(res[i].algo) + " workspace=" + std::to_string(ws),
+                    [&, i, ws] { g.run(d, res[i].algo, 0.f, work.p, ws); }});
     }
     cs.push_back({"lt_gemm_fp32", "", [&] { softfuse::cuda_specialized::impl::linear_gemm(o, nullptr); }});
     for (Layer l : {Layer::gelu_exact, Layer::bn_train, Layer::bn_infer})
@@ -382,11 +381,6 @@ static void full_clocks(bool tensor_cores, int rounds, int cool_s) {
                 c.ms[c.ms.size() / 2], c.ms.front(), c.ms.back());
   }
   CB(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
-  cublasLtMatrixLayoutDestroy(la);
-  cublasLtMatrixLayoutDestroy(lb);
-  cublasLtMatrixLayoutDestroy(lc);
-  cublasLtMatmulDescDestroy(desc);
-  cublasLtDestroy(lt);
   d.reset_stats(p);
 }
 

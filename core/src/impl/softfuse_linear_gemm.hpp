@@ -49,7 +49,7 @@ void linear_gemm(const ExecSpace& space, const XView& x, const WView& weight, co
                          ZeroFill<YView>{y});
     return;
   }
-  const typename GemmScope<ExecSpace>::type scope;
+  const typename GemmScope<ExecSpace>::type scope{};
   if constexpr (GemmTakesSpace<ExecSpace, XView, WView, YView>::value) {
     KokkosBlas::gemm(space, "N", "T", T(1), x, weight, T(0), y);
   } else {
