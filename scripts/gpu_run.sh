@@ -6,8 +6,8 @@
 #   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable|fp32-gemm|tc-gemm|fused-api] [ARCH]
 #   (default: all HOPPER90)
 #
-# sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos) and runs
-# compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
+# sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos), runs their
+# full suites, then compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
 # softfuse on small shapes.
 # distributed builds softfuse with MPI (Open MPI, /usr/bin/mpirun) and NCCL in build/cuda-distributed, runs the
 # softfuse::distributed tests on 1, 2 (and 4) GPUs, one rank each, over MPI and over NCCL, then the weak-scaling
@@ -100,6 +100,11 @@ if [ "$what" = sanitize ]; then
   stage configure_kernels cmake -S cuda_specialized -B "$kernels" -G Ninja -DCMAKE_BUILD_TYPE=Release
   stage build_kernel_tests cmake --build "$kernels" -j "$jobs" --target $tests
   [ $status -eq 0 ] || finish
+  # the full kernel checks first (every regime and its boundaries against fp64, no sanitizer)
+  for test in $tests; do
+    stage "check_$test" "$kernels/tests/$test"
+    grep -E "^(PASSED|FAILED)" "$logs/check_$test.log" | sed "s/^/  $test (full): /" | tee -a "$OUT/summary.txt"
+  done
   for tool in memcheck racecheck initcheck; do
     for test in $tests; do
       extra=""; [ $tool = racecheck ] && extra="--racecheck-report all"
