@@ -3,7 +3,8 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable|fp32-gemm|tc-gemm|fused-api] [ARCH]
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable|portable-profile|fp32-gemm|tc-gemm|
+#                            fused-api] [ARCH]
 #   (default: all HOPPER90)
 #
 # sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos), runs their
@@ -34,6 +35,8 @@
 # portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
 # plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
 # the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
+# portable-profile builds the plan sweep only, times the plans of SOFTFUSE_PLAN_SHAPES (default: the profiled shapes)
+# and profiles plan_rows' kernels on SOFTFUSE_PROFILE_SHAPES with Nsight Compute (ncu_SHAPE.txt).
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
 # SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
@@ -306,6 +309,24 @@ if [ "$what" = portable ]; then
     "$OUT/bench_softmax.json" >"$logs/softmax_summary.json" 2>>"$logs/summarize.log"
   stage plot_softmax python3 perf/plot_softmax.py "$logs/softmax_summary.json" "$OUT/torch_softmax.json" \
     perf/results/h100/cuda_softmax_kernels.json -o "$OUT/softmax_gbps.png"
+  finish
+fi
+if [ "$what" = portable-profile ]; then
+  shapes=${SOFTFUSE_PROFILE_SHAPES:-4096x393216,8192x32768}
+  plans=$build/perf/softfuse_bench_portable_plans
+  stage build cmake --build "$build" -j "$jobs" --target softfuse_bench_portable_plans
+  [ $status -eq 0 ] || finish
+  stage portable_plans "$plans" --shapes="${SOFTFUSE_PLAN_SHAPES:-$shapes}" --json="$logs/plans.json"
+  plans_json "$logs/plans.json" >"$OUT/portable_plans.json"
+  grep -E "of copy" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
+  # one launch of each row kernel of plan_rows' plan, after two warm calls: launch, occupancy, memory, warp states
+  for shape in ${shapes//,/ }; do
+    stage "ncu_$shape" ncu --clock-control none -k "regex:RowsFunctor|SplitStats|SplitWrite" --launch-skip 2 \
+      --launch-count 2 --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats \
+      --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters "$plans" --shapes="$shape" \
+      --plans=chosen --reps=4
+    cp "$logs/ncu_$shape.log" "$OUT/ncu_$shape.txt"
+  done
   finish
 fi
 stage build cmake --build "$build" -j "$jobs"

@@ -2,8 +2,9 @@
 // plan_rows' own choice and the device copy of the same buffers: the measurements behind the tunables of
 // core/src/impl/softfuse_team_config.hpp. Each plan's result is checked (every row sums to 1 within 1e-4).
 //
-//   softfuse_bench_portable_plans [--shapes=4096x393216,65536x1024] [--reps=N] [--json=FILE]
+//   softfuse_bench_portable_plans [--shapes=4096x393216,65536x1024] [--reps=N] [--json=FILE] [--plans=chosen]
 //
+// --plans=chosen times plan_rows' own plan only (e.g. under a profiler).
 // Default shapes: the 14 fp32 shapes of softmax_bench (GPUs) or its 3 host shapes (host CPUs). Medians of N fenced
 // runs (default 15) after a warm-up.
 
@@ -166,7 +167,8 @@ int main(int argc, char** argv) {
   Kokkos::initialize(argc, argv);
   {
     const std::string reps_flag = take_flag(argc, argv, "--reps"), json_path = take_flag(argc, argv, "--json");
-    const int reps = reps_flag.empty() ? 15 : std::stoi(reps_flag);
+    const int reps          = reps_flag.empty() ? 15 : std::stoi(reps_flag);
+    const bool chosen_only  = take_flag(argc, argv, "--plans") == "chosen";
     std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
     for (const auto& d : softfuse_bench::take_shapes_flag(argc, argv)) shapes.emplace_back(d.at(0), d.at(1));
     if (shapes.empty() && softfuse::Impl::is_host_space<Space>())
@@ -189,7 +191,8 @@ int main(int argc, char** argv) {
       Kokkos::Random_XorShift64_Pool<Space> pool(12345);
       Kokkos::fill_random(x, pool, 1.0f);
       const double copy_s = softfuse_bench::warm_median_seconds(space, reps, [&] { Kokkos::deep_copy(space, y, x); });
-      const auto plans    = candidates(s.first, s.second);
+      auto plans          = candidates(s.first, s.second);
+      if (chosen_only) plans.resize(1);
       for (std::size_t k = 0; k < plans.size(); ++k) {
         const auto run = [&] {
           softfuse::Impl::run_row_plan(space, x, y, softfuse::Impl::IdentityOp(), plans[k], "softfuse::plan_sweep");
