@@ -321,7 +321,7 @@ if [ "$what" = portable-profile ]; then
   grep -E "of copy" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
   # one launch of each row kernel of plan_rows' plan, after two warm calls: launch, occupancy, memory, warp states
   for shape in ${shapes//,/ }; do
-    stage "ncu_$shape" ncu --clock-control none --kernel-name-base demangled -k "regex:RowsFunctor|SplitStats|SplitWrite" --launch-skip 2 \
+    stage "ncu_$shape" ncu --clock-control none --kernel-name-base demangled -k "regex:RowFunctor|RowsFunctor|SplitStats|SplitWrite" --launch-skip 2 \
       --launch-count 2 --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats \
       --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters "$plans" --shapes="$shape" \
       --plans=chosen --reps=4
