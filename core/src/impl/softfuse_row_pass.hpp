@@ -61,6 +61,8 @@ struct VectorWorkers {
 
 /// Max and sum of exp(v - max) over v = op(j, x_row(j)), every worker getting the result; keeps v in
 /// `cache` (a View of the row's extent, or NoCache).
+/// Interleaved (GPUs): a worker's last, partial block is padded with -inf (exp(-inf - max) = 0 adds nothing),
+/// so every block takes the same unguarded arithmetic; only loads and stores beyond the row are guarded.
 template <class T, int B, bool Interleaved, class Workers, class XRow, class Cache, class Op>
 KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
                                              const Op& op) {
@@ -77,13 +79,21 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
           T v[B];          // compile-time indices only (guarded by l < len), so GPUs keep it in registers
           if (len == B) {  // unguarded: host compilers vectorize it without masks
             for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+            if constexpr (cached)
+              for (int l = 0; l < B; ++l) cache(j0 + l * dj) = v[l];
           } else {
             for (int l = 0; l < B; ++l)
               if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+            if constexpr (cached)
+              for (int l = 0; l < B; ++l)
+                if (l < len) cache(j0 + l * dj) = v[l];
+            if constexpr (Interleaved) {
+              for (int l = 0; l < B; ++l)
+                if (l >= len) v[l] = -Infinity<T>::value;
+              acc.add_block(v, B);
+              continue;
+            }
           }
-          if constexpr (cached)
-            for (int l = 0; l < B; ++l)
-              if (l < len) cache(j0 + l * dj) = v[l];
           acc.add_block(v, len);
         }
       },
@@ -100,20 +110,25 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
   const std::int64_t n  = y_row.extent(0);
   const RowBlocks<B, Interleaved> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
+  // The cache holds the values the maximum was taken over, so v - max <= 0 there. op recomputed here may
+  // round differently from the statistics pass (other vectorization or contraction): v - max > 0 is clamped
+  // so that no element exceeds 1. NaN stays NaN.
+  const auto element = [&](const std::int64_t j) {
+    T v;
+    if constexpr (cached)
+      v = cache(j);
+    else
+      v = op(j, static_cast<T>(x_row(j)));
+    const T d = v - max;
+    y_row(j)  = row_exp(cached || !(d > T(0)) ? d : T(0)) * inv;
+  };
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
     for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
       const int len = blocks.length(j0);
-      for (int l = 0; l < len; ++l) {
-        const std::int64_t j = j0 + l * dj;
-        T v;
-        if constexpr (cached)
-          v = cache(j);
-        else
-          v = op(j, static_cast<T>(x_row(j)));
-        // op recomputed here may round differently from the statistics pass (other vectorization or
-        // contraction): v - max > 0 is clamped so that no element exceeds 1. NaN stays NaN.
-        const T d = v - max;
-        y_row(j)  = row_exp(d > T(0) ? T(0) : d) * inv;
+      if (len == B) {  // unrolled, unguarded
+        for (int l = 0; l < B; ++l) element(j0 + l * dj);
+      } else {
+        for (int l = 0; l < len; ++l) element(j0 + l * dj);
       }
     }
   });
