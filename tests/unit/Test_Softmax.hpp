@@ -76,7 +76,7 @@ template <class T>
 void run_special_values() {
   const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
   for (std::size_t cols : {std::size_t(1), std::size_t(2), std::size_t(33), std::size_t(1000), std::size_t(70001)}) {
-    const std::size_t rows = 10;
+    const std::size_t rows = 11;
     auto v                 = random_values<T>(rows * cols, -5.0, 5.0, 7 * cols);
     auto row               = [&](std::size_t i) { return v.begin() + i * cols; };
     const std::size_t mid  = cols / 2;
@@ -91,6 +91,8 @@ void run_special_values() {
     std::fill(row(7), row(8), static_cast<T>(-1e30));
     row(8)[mid]      = -std::numeric_limits<T>::max();  // the lowest finite value
     row(9)[cols - 1] = nan, row(9)[0] = inf;
+    // -inf on every 4th column: on GPUs whole interleaved lanes of a team's row are -inf, the others finite
+    for (std::size_t j = 0; j < cols; j += 4) row(10)[j] = -inf;
     for (bool in_place : {false, true}) {
       run_case<T, Kokkos::LayoutRight>(rows, cols, v, in_place);
       run_case<T, Kokkos::LayoutStride>(rows, cols, v, in_place);

@@ -142,6 +142,100 @@ KOKKOS_INLINE_FUNCTION void row_softmax_pass(const Workers& workers, const XRow&
   row_write<T, B, Interleaved>(workers, x_row, y_row, cache, op, stats.max, stats.inverse_sum());
 }
 
+/// A row held in `cache` with one exponential per element (GPUs: interleaved blocks, one lane per worker, so
+/// each worker runs one lane of both passes and keeps its lane's shift in a register). held_row_stats leaves
+/// e_j = exp(v_j - m) in the cache, m the largest v of the worker's lane (0 where that is -inf: exp(-inf) = 0
+/// there, not exp(-inf + inf) = NaN), returns the row's (max, sum) and sets `shift` = m; held_row_write writes
+/// y_j = e_j * exp(m - max) * inv. The argument x - max is split in two roundings, (v - m) + (m - max): at most
+/// 2 x 2^-18 = 7.6e-6 relative in float where the result is at least 1e-30 (|x - max| < 69), within the
+/// documented 1e-5 (the host row pass splits it the same way, docs/portable_path.md).
+template <class T, int B, class Workers, class XRow, class Cache, class Op>
+KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
+                                                  const Op& op, T& shift) {
+  const std::int64_t n = x_row.extent(0);
+  const RowBlocks<B, true> blocks(n, workers.count());
+  const std::int64_t dj = blocks.spacing();
+  RowStats<T> stats;
+  Kokkos::parallel_reduce(
+      workers.range(blocks.lanes()),
+      [&](const std::int64_t lane, RowStats<T>& acc) {
+        // Pass 1: v = op(j, x_j) into the cache, and the lane's maximum (NaN ignored here, poisons the sum).
+        T m = -Infinity<T>::value;
+        for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
+          const int len = blocks.length(j0);
+          T v[B];
+          if (len == B) {
+            for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+            for (int l = 0; l < B; ++l) cache(j0 + l * dj) = v[l];
+          } else {
+            for (int l = 0; l < B; ++l) v[l] = l < len ? op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj))) : m;
+            for (int l = 0; l < B; ++l)
+              if (l < len) cache(j0 + l * dj) = v[l];
+          }
+          for (int l = 0; l < B; ++l) m = v[l] > m ? v[l] : m;
+        }
+        // Pass 2, from the cache: e = exp(v - m) in place, summed in T per block and in double per lane.
+        const T s  = m == -Infinity<T>::value ? T(0) : m;
+        double sum = 0;
+        for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
+          const int len = blocks.length(j0);
+          T part        = 0;
+          if (len == B) {
+            for (int l = 0; l < B; ++l) {
+              const T e          = row_exp(cache(j0 + l * dj) - s);
+              cache(j0 + l * dj) = e;
+              part += e;
+            }
+          } else {
+            for (int l = 0; l < len; ++l) {
+              const T e          = row_exp(cache(j0 + l * dj) - s);
+              cache(j0 + l * dj) = e;
+              part += e;
+            }
+          }
+          sum += static_cast<double>(part);
+        }
+        shift = m;
+        acc   = RowStats<T>::combine(acc, {m, sum});
+      },
+      RowStatsReducer<T>(stats));
+  return stats;
+}
+
+/// y_row(j) = e_j * exp(shift - max) * inv, e_j from `cache` as held_row_stats left it with the same workers.
+template <class T, int B, class Workers, class YRow, class Cache>
+KOKKOS_INLINE_FUNCTION void held_row_write(const Workers& workers, const YRow& y_row, const Cache& cache, const T shift,
+                                           const T max, const T inv) {
+  const std::int64_t n = y_row.extent(0);
+  const RowBlocks<B, true> blocks(n, workers.count());
+  const std::int64_t dj = blocks.spacing();
+  // A lane of -inf holds zeros (0 * inv keeps a NaN row NaN); elsewhere shift <= max.
+  const T scale = (shift == -Infinity<T>::value ? T(0) : row_exp(shift - max)) * inv;
+  Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
+    for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
+      const int len = blocks.length(j0);
+      if (len == B) {
+        for (int l = 0; l < B; ++l) y_row(j0 + l * dj) = cache(j0 + l * dj) * scale;
+      } else {
+        for (int l = 0; l < len; ++l) y_row(j0 + l * dj) = cache(j0 + l * dj) * scale;
+      }
+    }
+  });
+}
+
+/// Both passes over a row held in `cache` on GPUs (held_row_stats, held_row_write); on hosts row_softmax_pass.
+template <class T, int B, bool Interleaved, class Workers, class XRow, class YRow, class Cache, class Op>
+KOKKOS_INLINE_FUNCTION void held_row_softmax_pass(const Workers& workers, const XRow& x_row, const YRow& y_row,
+                                                  const Cache& cache, const Op& op) {
+  if constexpr (Interleaved) {
+    T shift                 = 0;
+    const RowStats<T> stats = held_row_stats<T, B>(workers, x_row, cache, op, shift);
+    held_row_write<T, B>(workers, y_row, cache, shift, stats.max, stats.inverse_sum());
+  } else {
+    row_softmax_pass<T, B, Interleaved>(workers, x_row, y_row, cache, op);
+  }
+}
+
 }  // namespace Impl
 }  // namespace softfuse
 
