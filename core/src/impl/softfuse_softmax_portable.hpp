@@ -44,7 +44,7 @@ struct PackedRowsFunctor {
       const auto y_row = Kokkos::subview(y, base + r, Kokkos::ALL);
       const VectorWorkers<member_type> workers{team, lanes};
       if constexpr (Cached)
-        held_row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(
+        row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(
             workers, x_row, y_row, Kokkos::subview(scratch, Kokkos::make_pair(r * cols, (r + 1) * cols)), op);
       else
         row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(workers, x_row, y_row, NoCache(), op);
@@ -106,9 +106,8 @@ struct StagedRowsFunctor {
         [&](const int r, const int j, const T v) { s(r * stride + j) = v; });
     team.team_barrier();
     const std::int64_t r0 = team.team_rank() * stride, len = team.team_rank() < count ? cols : 0;
-    const auto row = Kokkos::subview(s, Kokkos::make_pair(r0, r0 + len));
-    held_row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(VectorWorkers<member_type>{team, 1}, row, row, row,
-                                                                     op);
+    const auto row        = Kokkos::subview(s, Kokkos::make_pair(r0, r0 + len));
+    row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(VectorWorkers<member_type>{team, 1}, row, row, row, op);
     team.team_barrier();
     move(
         team, n, c, [&](const int r, const int j) { return s(r * stride + j); },
@@ -129,7 +128,7 @@ struct TeamRowFunctor {
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t i = first_row + team.league_rank();
-    held_row_softmax_pass<T, row_block_size<ExecSpace, true>(), row_blocks_interleaved<ExecSpace>()>(
+    row_softmax_pass<T, row_block_size<ExecSpace, true>(), row_blocks_interleaved<ExecSpace>()>(
         TeamWorkers<member_type>{team}, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL),
         row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)), op);
   }
@@ -166,8 +165,8 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
     if (plan.regime == RowRegime::split) return split_row_softmax(space, x, y, op, plan, label);
     return host_row_softmax(space, x, y, op, plan, label);
   } else {
-    using T                 = typename YView::non_const_value_type;
-    const std::int64_t rows = y.extent(0), cols = y.extent(1);
+    using T                  = typename YView::non_const_value_type;
+    const std::int64_t rows  = y.extent(0), cols = y.extent(1);
     const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
     const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
     switch (plan.regime) {
@@ -177,12 +176,10 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
               space, StagedRowsFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0, rows}, rows, true, plan,
               [&](int team) { return scratch_bytes(team * staged_stride(cols)); }, label);
         else if (plan.cached)
-          launch_rows(space,
-                      PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length}, rows,
-                      true, plan, packed_bytes, label);
+          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length},
+                      rows, true, plan, packed_bytes, label);
         else
-          launch_rows(space,
-                      PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
+          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
                       rows, true, plan, packed_bytes, label);
         break;
       case RowRegime::team:
