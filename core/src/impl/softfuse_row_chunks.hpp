@@ -92,19 +92,17 @@ struct ChunkedRowsFunctor {
     // Volatile loads: the partials are written by other teams during this kernel (no stale cached copy).
     const volatile std::uint64_t* maxima = &part_max(row * chunks);
     const volatile std::uint64_t* sums   = &part_sum(row * chunks);
-    RowStats<T> row_total;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, chunks),
-        [&](const int k, RowStats<T>& acc) {
-          std::uint64_t m, s;
-          while ((m = maxima[k]) == kEmptyPartial) {
-          }
-          while ((s = sums[k]) == kEmptyPartial) {
-          }
-          acc = RowStats<T>::combine(acc, {static_cast<T>(partial_value(m)), partial_value(s)});
-        },
-        RowStatsReducer<T>(row_total));
-    const T inv = row_total.inverse_sum();
+    RowStats<T> mine                     = RowStats<T>::identity();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, chunks), [&](const int k) {
+      std::uint64_t m, s;
+      while ((m = maxima[k]) == kEmptyPartial) {
+      }
+      while ((s = sums[k]) == kEmptyPartial) {
+      }
+      mine = RowStats<T>::combine(mine, {static_cast<T>(partial_value(m)), partial_value(s)});
+    });
+    const RowStats<T> row_total = join_workers(workers, mine);
+    const T inv                 = row_total.inverse_sum();
     row_write<T, B, interleaved>(workers, x_held, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache,
                                  op_held, row_total.max, inv);
     if (mid < end)

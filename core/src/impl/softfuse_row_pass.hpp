@@ -59,10 +59,55 @@ struct VectorWorkers {
   KOKKOS_INLINE_FUNCTION auto range(const std::int64_t n) const { return Kokkos::ThreadVectorRange(team, n); }
 };
 
+/// Kokkos reducer of a maximum whose identity is -inf (Kokkos::Max starts from the lowest finite value).
+template <class T>
+struct MaxWithInfinity {
+  using reducer          = MaxWithInfinity;
+  using value_type       = T;
+  using result_view_type = Kokkos::View<value_type, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+  value_type& value;
+
+  KOKKOS_INLINE_FUNCTION explicit MaxWithInfinity(value_type& v) : value(v) {}
+  KOKKOS_INLINE_FUNCTION void join(value_type& dst, const value_type& src) const { dst = src > dst ? src : dst; }
+#if KOKKOS_VERSION < 40000
+  KOKKOS_INLINE_FUNCTION void join(volatile value_type& dst, const volatile value_type& src) const {
+    const value_type a = dst, b = src;
+    dst = b > a ? b : a;
+  }
+#endif
+  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = -Infinity<T>::value; }
+  KOKKOS_INLINE_FUNCTION value_type& reference() const { return value; }
+  KOKKOS_INLINE_FUNCTION result_view_type view() const { return result_view_type(&value); }
+  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
+};
+
+/// The statistics of a row whose workers each hold the statistics of their part (`mine`), for every worker:
+/// the largest maximum, then the sum of the parts' sums rescaled to it. Two reductions of one number each
+/// instead of one of (max, sum) pairs, whose join costs two exponentials at every level of the tree. Every
+/// worker contributes once; the same team shape gives the same bits.
+template <class T, class Workers>
+KOKKOS_INLINE_FUNCTION RowStats<T> join_workers(const Workers& workers, const RowStats<T>& mine) {
+  T max = -Infinity<T>::value;
+  Kokkos::parallel_reduce(
+      workers.range(workers.count()), [&](const std::int64_t, T& m) { m = mine.max > m ? mine.max : m; },
+      MaxWithInfinity<T>(max));
+  double sum = 0;
+  Kokkos::parallel_reduce(
+      workers.range(workers.count()),
+      [&](const std::int64_t, double& s) {
+        // equal maxima (a part of -inf in a row of -inf included) scale by exactly 1
+        s += mine.max == max ? mine.sum : mine.sum * static_cast<double>(row_exp(mine.max - max));
+      },
+      sum);
+  return {max, sum};
+}
+
 /// Max and sum of exp(v - max) over v = op(j, x_row(j)), every worker getting the result; keeps v in
 /// `cache` (a View of the row's extent, or NoCache).
-/// Interleaved (GPUs): a worker's last, partial block is padded with -inf (exp(-inf - max) = 0 adds nothing),
-/// so every block takes the same unguarded arithmetic; only loads and stores beyond the row are guarded.
+/// Interleaved (GPUs): one lane per worker, so a lane's statistics stay in its worker and join_workers joins
+/// them; a worker's last, partial block is padded with -inf (exp(-inf - max) = 0 adds nothing), so every
+/// block takes the same unguarded arithmetic and only loads and stores beyond the row are guarded.
 template <class T, int B, bool Interleaved, class Workers, class XRow, class Cache, class Op>
 KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
                                              const Op& op) {
@@ -70,35 +115,39 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
   const std::int64_t n  = x_row.extent(0);
   const RowBlocks<B, Interleaved> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
-  RowStats<T> stats;
-  Kokkos::parallel_reduce(
-      workers.range(blocks.lanes()),
-      [&](const std::int64_t lane, RowStats<T>& acc) {
-        for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
-          const int len = blocks.length(j0);
-          T v[B];          // compile-time indices only (guarded by l < len), so GPUs keep it in registers
-          if (len == B) {  // unguarded: host compilers vectorize it without masks
-            for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
-            if constexpr (cached)
-              for (int l = 0; l < B; ++l) cache(j0 + l * dj) = v[l];
-          } else {
-            for (int l = 0; l < B; ++l)
-              if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
-            if constexpr (cached)
-              for (int l = 0; l < B; ++l)
-                if (l < len) cache(j0 + l * dj) = v[l];
-            if constexpr (Interleaved) {
-              for (int l = 0; l < B; ++l)
-                if (l >= len) v[l] = -Infinity<T>::value;
-              acc.add_block(v, B);
-              continue;
-            }
-          }
-          acc.add_block(v, len);
+  const auto lane_stats = [&](const std::int64_t lane, RowStats<T>& acc) {
+    for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
+      const int len = blocks.length(j0);
+      T v[B];          // compile-time indices only (guarded by l < len), so GPUs keep it in registers
+      if (len == B) {  // unguarded: host compilers vectorize it without masks
+        for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+        if constexpr (cached)
+          for (int l = 0; l < B; ++l) cache(j0 + l * dj) = v[l];
+      } else {
+        for (int l = 0; l < B; ++l)
+          if (l < len) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+        if constexpr (cached)
+          for (int l = 0; l < B; ++l)
+            if (l < len) cache(j0 + l * dj) = v[l];
+        if constexpr (Interleaved) {
+          for (int l = 0; l < B; ++l)
+            if (l >= len) v[l] = -Infinity<T>::value;
+          acc.add_block(v, B);
+          continue;
         }
-      },
-      RowStatsReducer<T>(stats));
-  return stats;
+      }
+      acc.add_block(v, len);
+    }
+  };
+  if constexpr (Interleaved) {
+    RowStats<T> mine = RowStats<T>::identity();
+    Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) { lane_stats(lane, mine); });
+    return join_workers(workers, mine);
+  } else {
+    RowStats<T> stats;
+    Kokkos::parallel_reduce(workers.range(blocks.lanes()), lane_stats, RowStatsReducer<T>(stats));
+    return stats;
+  }
 }
 
 /// y_row(j) = exp(v_j - max) * inv, v_j from `cache` (filled by row_stats with the same workers) or

@@ -74,15 +74,13 @@ struct SplitWriteFunctor : SplitRowsBase<ExecSpace, XView, YView, Op> {
     const std::int64_t first_unit = c.unit - c.begin / this->chunk;
     // The row's partials joined by the whole team (a row may have thousands): every team of the row has the
     // same size and joins them in the same order, so all get the same bits.
-    RowStats<T> stats;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, this->chunks),
-        [&](const int k, RowStats<T>& acc) {
-          acc = RowStats<T>::combine(acc, {this->part_max(first_unit + k), this->part_sum(first_unit + k)});
-        },
-        RowStatsReducer<T>(stats));
-    const auto x_part = Kokkos::subview(this->x, c.row, Kokkos::make_pair(c.begin, c.end));
-    const auto y_part = Kokkos::subview(this->y, c.row, Kokkos::make_pair(c.begin, c.end));
+    RowStats<T> mine = RowStats<T>::identity();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, this->chunks), [&](const int k) {
+      mine = RowStats<T>::combine(mine, {this->part_max(first_unit + k), this->part_sum(first_unit + k)});
+    });
+    const RowStats<T> stats = join_workers(TeamWorkers<member_type>{team}, mine);
+    const auto x_part       = Kokkos::subview(this->x, c.row, Kokkos::make_pair(c.begin, c.end));
+    const auto y_part       = Kokkos::subview(this->y, c.row, Kokkos::make_pair(c.begin, c.end));
     row_write<T, base::B, base::interleaved>(TeamWorkers<member_type>{team}, x_part, y_part, NoCache(),
                                              ShiftedOp<Op>{this->op, c.begin}, stats.max, stats.inverse_sum());
   }
