@@ -55,7 +55,7 @@ struct ChunkedRowsFunctor {
   using device_type = Kokkos::Device<ExecSpace, typename YView::memory_space>;
   using cache_type =
       Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  static constexpr int B            = row_block_size<ExecSpace, true, true>();
+  static constexpr int B            = row_block_size<ExecSpace, true>();
   static constexpr bool interleaved = row_blocks_interleaved<ExecSpace>();
 
   XView x;

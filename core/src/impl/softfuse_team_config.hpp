@@ -36,14 +36,14 @@ KOKKOS_INLINE_FUNCTION constexpr bool is_host_space() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 }
 
-/// Elements a thread takes at a time in the row passes. On GPUs: rows held in team scratch or registers with
-/// 16 interleaved loads in flight per thread, 8 in the kernels over chunks of rows (`Chunks`: the chunked and
-/// split regimes, whose teams spend their time in joins rather than loads; 16 and 32 measured slower there,
-/// docs/portable_path.md); a whole team streaming an uncached row (TeamSoftmax without a cache) with 1 per
-/// thread in wide teams. On host CPUs a run of consecutive elements the compiler vectorizes.
-template <class ExecSpace, bool Cached, bool Chunks = false>
+/// Elements a thread takes at a time in the row passes. On GPUs: rows and chunks held in team scratch or
+/// registers with 16 interleaved loads in flight per thread, 8 in the split regime (`Split`: its teams spend
+/// their time in joins rather than loads; 16 and 32 measured slower there, docs/portable_path.md); a whole
+/// team streaming an uncached row (TeamSoftmax without a cache) with 1 per thread in wide teams. On host CPUs
+/// a run of consecutive elements the compiler vectorizes.
+template <class ExecSpace, bool Cached, bool Split = false>
 KOKKOS_INLINE_FUNCTION constexpr int row_block_size() {
-  return is_host_space<ExecSpace>() ? 64 : (Cached ? (Chunks ? 8 : 16) : 1);
+  return is_host_space<ExecSpace>() ? 64 : (Cached ? (Split ? 8 : 16) : 1);
 }
 template <class ExecSpace>
 KOKKOS_INLINE_FUNCTION constexpr bool row_blocks_interleaved() {
@@ -100,12 +100,12 @@ KOKKOS_INLINE_FUNCTION constexpr bool row_cache_pays() {
 // kPackedElementsPerLane per lane. Chunked rows: at most one chunk per kGpuThreadsPerMultiprocessor units of
 // concurrency, i.e. per multiprocessor (Kokkos' concurrency is multiprocessors x resident threads, at most
 // 2048 of them on NVIDIA and AMD GPUs), each of which holds at least one chunk's team.
-constexpr std::size_t kGpuGroupBytesPerThread       = 96;
-constexpr std::size_t kHostGroupBytesPerThread      = std::size_t(1) << 18;
+constexpr std::size_t kGpuGroupBytesPerThread  = 96;
+constexpr std::size_t kHostGroupBytesPerThread = std::size_t(1) << 18;
 // host CPUs: the least buffer a thread may hold a row in (within a core's L2), and the rows a thread takes
 // at a time (at least this many bytes)
-constexpr std::size_t kHostRowBufferBytes = std::size_t(1) << 19;
-constexpr std::size_t kHostBlockBytes     = std::size_t(1) << 18;
+constexpr std::size_t kHostRowBufferBytes           = std::size_t(1) << 19;
+constexpr std::size_t kHostBlockBytes               = std::size_t(1) << 18;
 constexpr std::int64_t kPackedElementsPerLane       = 64;
 constexpr int kGpuPackedThreads                     = 128;  // threads of a packed team on GPUs
 constexpr int kGpuRowThreads                        = 256;  // threads of a team, chunked or split team on GPUs
@@ -208,10 +208,10 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       const std::size_t llc = host_last_level_cache_bytes(), row_bytes = static_cast<std::size_t>(cols) * elem_bytes;
       const std::size_t held = std::min<std::size_t>(std::max(kHostRowBufferBytes, llc / concurrency / 4),
                                                      policy_type(space, 1, 1).scratch_size_max(1));
-      plan.regime     = RowRegime::packed;
-      plan.stream     = 2 * row_bytes * static_cast<std::size_t>(rows) >= llc && row_bytes <= held;
-      plan.chunk      = plan.stream ? cols : 0;
-      plan.group_rows = static_cast<std::int64_t>(std::max<std::size_t>(1, kHostBlockBytes / row_bytes));
+      plan.regime            = RowRegime::packed;
+      plan.stream            = 2 * row_bytes * static_cast<std::size_t>(rows) >= llc && row_bytes <= held;
+      plan.chunk             = plan.stream ? cols : 0;
+      plan.group_rows        = static_cast<std::int64_t>(std::max<std::size_t>(1, kHostBlockBytes / row_bytes));
       return plan;
     }
   } else {
@@ -252,16 +252,20 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     }
     // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
     // scratch holds its first part and streams the rest twice. Fewer, longer rows are split (measured on the
-    // H100: one row of 33M columns 38 % of copy split, 23 % chunked in 132 chunks; 32 x 8M 43 % chunked,
-    // 27 % split; perf/bench/portable_plans_bench.cpp).
+    // H100: one row of 33M columns 38 % of copy split, 15 % chunked in 132 chunks), and so are rows whose chunks
+    // team scratch holds less than half of, all rows in one group (32 x 8M: 48-49 % split, 43-44 % chunked in
+    // chunks of 63744 with 9984 held; 256 x 2M, 16128 held 9984, 48-51 % either way; portable_plans_bench.cpp).
     const std::int64_t held = cache ? scratch_elements(scratch_max, elem_bytes, kGpuRowThreads, scratch_bytes) : 0;
     const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
     const RowPlan chunked =
         plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks);
-    if (resident_teams_progress<ExecSpace>() && rows * chunked.chunks * kGpuRowThreads >= concurrency) return chunked;
+    const bool mostly_held = !cache || chunked.chunk <= 2 * chunked.cached_chunk;
+    if (resident_teams_progress<ExecSpace>() && rows * chunked.chunks * kGpuRowThreads >= concurrency && mostly_held)
+      return chunked;
+    const std::int64_t group_elems =
+        mostly_held ? concurrency * static_cast<std::int64_t>(kGpuGroupBytesPerThread / elem_bytes) : rows * cols;
     return plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<ExecSpace, true, true>(),
-                      concurrency * static_cast<std::int64_t>(kGpuGroupBytesPerThread / elem_bytes),
-                      kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads));
+                      group_elems, kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads));
   }
   // Split (host): groups of whole rows within the cores' caches, one chunk per thread.
   return plan_split(rows, cols, 1, 2 * row_block_size<ExecSpace, true, true>(),
