@@ -162,22 +162,27 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
   // The cache holds the values the maximum was taken over, so v - max <= 0 there. op recomputed here may
   // round differently from the statistics pass (other vectorization or contraction): v - max > 0 is clamped
   // so that no element exceeds 1. NaN stays NaN.
-  const auto element = [&](const std::int64_t j) {
-    T v;
+  const auto value = [&](const std::int64_t j) {
     if constexpr (cached)
-      v = cache(j);
+      return static_cast<T>(cache(j));
     else
-      v = op(j, static_cast<T>(x_row(j)));
+      return op(j, static_cast<T>(x_row(j)));
+  };
+  const auto result = [&](const T v) {
     const T d = v - max;
-    y_row(j)  = row_exp(cached || !(d > T(0)) ? d : T(0)) * inv;
+    return row_exp(cached || !(d > T(0)) ? d : T(0)) * inv;
   };
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
     for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
       const int len = blocks.length(j0);
-      if (len == B) {  // unrolled, unguarded
-        for (int l = 0; l < B; ++l) element(j0 + l * dj);
+      if (len == B) {
+        // All B loads before the first store: y may alias x (in place), so the compiler may not move a load
+        // above a store itself, and one load at a time would be in flight.
+        T v[B];
+        for (int l = 0; l < B; ++l) v[l] = value(j0 + l * dj);
+        for (int l = 0; l < B; ++l) y_row(j0 + l * dj) = result(v[l]);
       } else {
-        for (int l = 0; l < len; ++l) element(j0 + l * dj);
+        for (int l = 0; l < len; ++l) y_row(j0 + l * dj) = result(value(j0 + l * dj));
       }
     }
   });
