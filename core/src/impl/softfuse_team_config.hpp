@@ -104,12 +104,16 @@ constexpr std::size_t kGpuGroupBytesPerThread  = 96;
 constexpr std::size_t kHostGroupBytesPerThread = std::size_t(1) << 18;
 // host CPUs: the least buffer a thread may hold a row in (within a core's L2), and the rows a thread takes
 // at a time (at least this many bytes)
-constexpr std::size_t kHostRowBufferBytes           = std::size_t(1) << 19;
-constexpr std::size_t kHostBlockBytes               = std::size_t(1) << 18;
-constexpr std::int64_t kPackedElementsPerLane       = 64;
-constexpr int kGpuPackedThreads                     = 128;  // threads of a packed team on GPUs
-constexpr int kGpuRowThreads                        = 256;  // threads of a team, chunked or split team on GPUs
-constexpr int kGpuSplitWaves                        = 2;    // split teams per group: this many times what fills the GPU
+constexpr std::size_t kHostRowBufferBytes     = std::size_t(1) << 19;
+constexpr std::size_t kHostBlockBytes         = std::size_t(1) << 18;
+constexpr std::int64_t kPackedElementsPerLane = 64;
+constexpr int kGpuPackedThreads               = 128;  // threads of a packed team on GPUs
+constexpr int kGpuRowThreads                  = 256;  // threads of a team, chunked or split team on GPUs
+constexpr int kGpuSplitWaves                  = 2;    // split teams per group: this many times what fills the GPU
+// long rows split in one group (GPUs): this many times the teams that fill the GPU, in chunks of a multiple of
+// kGpuLongSplitChunk elements
+constexpr int kGpuLongSplitWaves                    = 8;
+constexpr std::int64_t kGpuLongSplitChunk           = 16384;
 constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
 // threads of a team streaming an uncached row (the distributed row passes)
 constexpr int kGpuStreamThreads = 1024;
@@ -251,21 +255,28 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       return plan;
     }
     // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
-    // scratch holds its first part and streams the rest twice. Fewer, longer rows are split (measured on the
-    // H100: one row of 33M columns 38 % of copy split, 15 % chunked in 132 chunks), and so are rows whose chunks
-    // team scratch holds less than half of, all rows in one group (32 x 8M: 48-49 % split, 43-44 % chunked in
-    // chunks of 63744 with 9984 held; 256 x 2M, 16128 held 9984, 48-51 % either way; portable_plans_bench.cpp).
+    // scratch holds its first part and streams the rest twice. Long rows are split in one group of all rows:
+    // rows whose chunks would span more than half of the multiprocessors (a join then waits on teams that
+    // started long before it) or of whose chunks team scratch holds less than half (H100, % of copy, split
+    // against chunked: 256 x 2M 59 against 54 %, 128 x 1M 55 against 53 %, 32 x 8M 58 against 57 %; 2048 x
+    // 131072, 14 chunks a row, 58 against 60 %; one row of 33M columns 44-46 % split, 36 % chunked;
+    // perf/bench/portable_plans_bench.cpp). Their chunks: kGpuLongSplitWaves times the teams that fill the device
+    // where that leaves chunks of kGpuLongSplitChunk elements or more (chunks of 4096: 28 % on 1 x 33M), else
+    // kGpuSplitWaves times. Other rows too few for their chunks to fill the device are split in groups.
     const std::int64_t held = cache ? scratch_elements(scratch_max, elem_bytes, kGpuRowThreads, scratch_bytes) : 0;
     const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
-    const RowPlan chunked =
-        plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks);
-    const bool mostly_held = !cache || chunked.chunk <= 2 * chunked.cached_chunk;
-    if (resident_teams_progress<ExecSpace>() && rows * chunked.chunks * kGpuRowThreads >= concurrency && mostly_held)
-      return chunked;
-    const std::int64_t group_elems =
-        mostly_held ? concurrency * static_cast<std::int64_t>(kGpuGroupBytesPerThread / elem_bytes) : rows * cols;
-    return plan_split(rows, cols, kGpuRowThreads, 2 * kGpuRowThreads * row_block_size<ExecSpace, true, true>(),
-                      group_elems, kGpuSplitWaves * std::max<std::int64_t>(1, concurrency / kGpuRowThreads));
+    const std::int64_t teams      = std::max<std::int64_t>(1, concurrency / kGpuRowThreads);
+    const std::int64_t unit       = 2 * kGpuRowThreads * row_block_size<ExecSpace, true, true>();
+    const RowPlan chunked         = plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, teams, max_chunks);
+    if (cache && (2 * chunked.chunks > max_chunks || chunked.chunk > 2 * held)) {
+      const RowPlan wide = plan_split(rows, cols, kGpuRowThreads, unit, rows * cols, kGpuLongSplitWaves * teams);
+      if (wide.chunk >= kGpuLongSplitChunk) return wide;
+      return plan_split(rows, cols, kGpuRowThreads, unit, rows * cols, kGpuSplitWaves * teams);
+    }
+    if (resident_teams_progress<ExecSpace>() && rows * chunked.chunks * kGpuRowThreads >= concurrency) return chunked;
+    return plan_split(rows, cols, kGpuRowThreads, unit,
+                      concurrency * static_cast<std::int64_t>(kGpuGroupBytesPerThread / elem_bytes),
+                      kGpuSplitWaves * teams);
   }
   // Split (host): groups of whole rows within the cores' caches, one chunk per thread.
   return plan_split(rows, cols, 1, 2 * row_block_size<ExecSpace, true, true>(),
