@@ -110,7 +110,7 @@ constexpr std::int64_t kPackedElementsPerLane = 64;
 constexpr int kGpuPackedThreads               = 128;  // threads of a packed team on GPUs
 constexpr int kGpuRowThreads                  = 256;  // threads of a team, chunked or split team on GPUs
 constexpr int kGpuSplitWaves                  = 2;    // split teams per group: this many times what fills the GPU
-// long rows split in one group (GPUs): this many times the teams that fill the GPU, in chunks of a multiple of
+// long rows split in one group (GPUs): this many times the teams that fill the GPU, where chunks keep at least
 // kGpuLongSplitChunk elements
 constexpr int kGpuLongSplitWaves                    = 8;
 constexpr std::int64_t kGpuLongSplitChunk           = 16384;
