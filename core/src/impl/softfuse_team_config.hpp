@@ -12,12 +12,13 @@
 //  - team: one team per row, the row held in team scratch (GPUs: rows up to the team-scratch limit, read
 //    from memory once);
 //  - chunked (GPUs): rows beyond team scratch, or too few rows to fill the device, cut into chunks of team
-//    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once
-//    (rows longer than what all multiprocessors' chunks hold: the rest of each chunk twice);
-//  - split (GPUs: rows too few and too long for the chunks to fill the device; host CPUs: too few rows for
+//    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once,
+//    for rows of at most half as many chunks as multiprocessors, mostly held in team scratch;
+//  - split (GPUs: longer rows, and rows too few for the chunks to fill the device; host CPUs: too few rows for
 //    every thread): each row cut into chunks over several teams; a statistics pass writes a partial
 //    (max, sum) per chunk, a write pass combines the row's partials and writes its chunk. Rows go in groups
-//    small enough that the write pass reads the group back from cache (GPU L2, CPU core caches).
+//    small enough that the write pass reads the group back from cache (GPU L2, CPU core caches), except long
+//    rows on GPUs, all in one group.
 
 #include <Kokkos_Core.hpp>
 
