@@ -109,12 +109,16 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
     }
   const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
   // chunked teams are kGpuRowThreads (the kernel's launch bounds)
-  const std::int64_t held = scratch_elements(scratch_max, sizeof(float), kGpuRowThreads, scratch_bytes);
+  // chunks of what team scratch holds for 1 to 5 teams per multiprocessor (with 2 KiB each for the team's own
+  // use), where scratch is a multiprocessor's (CUDA with opt-in shared memory), and chunks of 4096
   if (cols >= 2048)
-    for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held})
-      if (h <= held)
+    for (int per_sm = 1; per_sm <= 6; ++per_sm) {
+      const std::size_t bytes = per_sm <= 5 ? scratch_max / per_sm - 2048 : 4096 * sizeof(float);
+      const std::int64_t held = scratch_elements(bytes, sizeof(float), kGpuRowThreads, scratch_bytes);
+      if (held > 0)
         plans.push_back(
-            plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, h, concurrency / kGpuRowThreads, max_chunks));
+            plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks));
+    }
   if (cols >= 131072)
     for (int waves : {2, 4, 8})
       for (std::int64_t group_bytes : {48, 96, 192})
@@ -167,8 +171,8 @@ int main(int argc, char** argv) {
   Kokkos::initialize(argc, argv);
   {
     const std::string reps_flag = take_flag(argc, argv, "--reps"), json_path = take_flag(argc, argv, "--json");
-    const int reps          = reps_flag.empty() ? 15 : std::stoi(reps_flag);
-    const bool chosen_only  = take_flag(argc, argv, "--plans") == "chosen";
+    const int reps         = reps_flag.empty() ? 15 : std::stoi(reps_flag);
+    const bool chosen_only = take_flag(argc, argv, "--plans") == "chosen";
     std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
     for (const auto& d : softfuse_bench::take_shapes_flag(argc, argv)) shapes.emplace_back(d.at(0), d.at(1));
     if (shapes.empty() && softfuse::Impl::is_host_space<Space>())
