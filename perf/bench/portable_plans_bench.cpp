@@ -100,7 +100,7 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
           if (!cached || scratch_bytes(p.team_size * cols) <= scratch_max) plans.push_back(p);
         }
   if (scratch_bytes(cols) <= scratch_max)
-    for (int team : {64, 128, 256, 512}) {
+    for (int team : {64, 128, 256, 512, 1024}) {
       RowPlan p;
       p.regime    = RowRegime::team;
       p.team_size = team;
@@ -109,16 +109,18 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
     }
   const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
   // chunked teams are kGpuRowThreads (the kernel's launch bounds)
-  // chunks of what team scratch holds for 1 to 5 teams per multiprocessor (with 2 KiB each for the team's own
-  // use), where scratch is a multiprocessor's (CUDA with opt-in shared memory), and chunks of 4096
-  if (cols >= 2048)
-    for (int per_sm = 1; per_sm <= 6; ++per_sm) {
-      const std::size_t bytes = per_sm <= 5 ? scratch_max / per_sm - 2048 : 4096 * sizeof(float);
-      const std::int64_t held = scratch_elements(bytes, sizeof(float), kGpuRowThreads, scratch_bytes);
-      if (held > 0)
-        plans.push_back(
-            plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, concurrency / kGpuRowThreads, max_chunks));
-    }
+  // teams of 256 to 1024 threads, each holding what team scratch holds for 1, 2 or 4 teams per multiprocessor
+  // (with 2 KiB each for the team's own use), where scratch is a multiprocessor's (CUDA with opt-in shared
+  // memory), and chunks of 4096
+  if (cols >= 2048) {
+    for (int team : {256, 512, 1024})
+      for (int per_sm : {1, 2, 4}) {
+        const std::int64_t held = scratch_elements(scratch_max / per_sm - 2048, sizeof(float), team, scratch_bytes);
+        if (held > 0) plans.push_back(plan_chunked(rows, cols, team, team, held, concurrency / team, max_chunks));
+      }
+    plans.push_back(
+        plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, 4096, concurrency / kGpuRowThreads, max_chunks));
+  }
   if (cols >= 131072)
     for (int waves : {2, 4, 8})
       for (std::int64_t group_bytes : {48, 96, 192})

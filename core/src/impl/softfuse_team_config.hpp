@@ -116,6 +116,8 @@ constexpr int kGpuSplitWaves                  = 2;    // split teams per group: 
 constexpr int kGpuLongSplitWaves                    = 8;
 constexpr std::int64_t kGpuLongSplitChunk           = 16384;
 constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
+// threads of the chunked teams a multiprocessor holds at once (their registers: 64 each on NVIDIA GPUs)
+constexpr int kGpuChunkThreadsPerMultiprocessor = 1024;
 // threads of a team streaming an uncached row (the distributed row passes)
 constexpr int kGpuStreamThreads = 1024;
 // rows of at most this many elements are staged (GPUs): a team's rows move through team scratch as one range
