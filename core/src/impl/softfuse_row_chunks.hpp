@@ -111,29 +111,15 @@ struct ChunkedRowsFunctor {
   }
 };
 
-/// Runs the chunked regime over all rows: launches of at most INT_MAX chunks, each with its own ticket counter.
-/// The workspace (partials, tickets) is allocated per call.
-template <class ExecSpace, class XView, class YView, class Op>
-void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
-                         const char* label) {
-  using functor_type = ChunkedRowsFunctor<ExecSpace, XView, YView, Op>;
-  // Registers for kGpuChunkThreadsPerMultiprocessor threads per multiprocessor (64 each on NVIDIA GPUs): resident
-  // teams stream while others wait. One team of any size up to that fits.
-  using policy_type       = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kGpuChunkThreadsPerMultiprocessor, 1>>;
-  const std::int64_t rows = y.extent(0), per_launch = std::max<std::int64_t>(1, INT_MAX / plan.chunks);
-  const std::int64_t launches = (rows + per_launch - 1) / per_launch;
-  functor_type f{x, y, op, {}, {}, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
-  f.part_max = decltype(f.part_max)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_max"),
-                                    rows * plan.chunks);
-  f.part_sum = decltype(f.part_sum)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_sum"),
-                                    rows * plan.chunks);
-  Kokkos::deep_copy(space, f.part_max, kEmptyPartial);
-  Kokkos::deep_copy(space, f.part_sum, kEmptyPartial);
-  f.ticket                  = decltype(f.ticket)(Kokkos::view_alloc(space, "softfuse::chunk_ticket"), launches);
-  const std::size_t scratch = functor_type::cache_type::shmem_size(plan.cached_chunk);
-  policy_type probe(space, 1, 1);
-  probe.set_scratch_size(0, Kokkos::PerTeam(scratch));
-  const int team = launch_team_size(plan.team_size, probe.team_size_max(f, Kokkos::ParallelForTag()));
+/// Launches the chunked kernel over all rows with `Bounds`: launches of at most INT_MAX chunks, each with its own
+/// ticket counter.
+template <class Bounds, class ExecSpace, class Functor>
+void launch_chunks(const ExecSpace& space, Functor f, const std::int64_t rows, const RowPlan& plan,
+                   const std::size_t scratch, const int team, const char* label) {
+  using policy_type             = Kokkos::TeamPolicy<ExecSpace, Bounds>;
+  const std::int64_t per_launch = std::max<std::int64_t>(1, INT_MAX / plan.chunks);
+  const std::int64_t launches   = (rows + per_launch - 1) / per_launch;
+  f.ticket                      = decltype(f.ticket)(Kokkos::view_alloc(space, "softfuse::chunk_ticket"), launches);
   for (std::int64_t l = 0; l < launches; ++l) {
     f.launch         = static_cast<int>(l);
     f.first_row      = l * per_launch;
@@ -142,6 +128,38 @@ void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y,
     policy.set_scratch_size(0, Kokkos::PerTeam(scratch));
     Kokkos::parallel_for(label, policy, f);
   }
+}
+
+/// Runs the chunked regime over all rows. The workspace (partials, tickets) is allocated per call.
+template <class ExecSpace, class XView, class YView, class Op>
+void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
+                         const char* label) {
+  using functor_type = ChunkedRowsFunctor<ExecSpace, XView, YView, Op>;
+  // Registers for 4 teams of kGpuRowThreads per multiprocessor, so resident teams stream while others wait,
+  // where team scratch lets 4 teams share a multiprocessor; larger chunks take as many registers as the
+  // compiler likes (fewer teams fit anyway).
+  using four_per_multiprocessor = Kokkos::LaunchBounds<kGpuRowThreads, 4>;
+  using any_per_multiprocessor  = Kokkos::LaunchBounds<kGpuRowThreads, 1>;
+  const std::int64_t rows       = y.extent(0);
+  functor_type f{x, y, op, {}, {}, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
+  f.part_max = decltype(f.part_max)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_max"),
+                                    rows * plan.chunks);
+  f.part_sum = decltype(f.part_sum)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_sum"),
+                                    rows * plan.chunks);
+  Kokkos::deep_copy(space, f.part_max, kEmptyPartial);
+  Kokkos::deep_copy(space, f.part_sum, kEmptyPartial);
+  const std::size_t scratch = functor_type::cache_type::shmem_size(plan.cached_chunk);
+  Kokkos::TeamPolicy<ExecSpace, four_per_multiprocessor> four(space, 1, 1);
+  four.set_scratch_size(0, Kokkos::PerTeam(scratch));
+  const int four_team = four.team_size_max(f, Kokkos::ParallelForTag());
+  if (four_team >= plan.team_size)
+    return launch_chunks<four_per_multiprocessor>(space, f, rows, plan, scratch,
+                                                  launch_team_size(plan.team_size, four_team), label);
+  Kokkos::TeamPolicy<ExecSpace, any_per_multiprocessor> any(space, 1, 1);
+  any.set_scratch_size(0, Kokkos::PerTeam(scratch));
+  launch_chunks<any_per_multiprocessor>(
+      space, f, rows, plan, scratch, launch_team_size(plan.team_size, any.team_size_max(f, Kokkos::ParallelForTag())),
+      label);
 }
 
 }  // namespace Impl
