@@ -81,9 +81,10 @@ struct ChunkedRowsFunctor {
     const auto x_rest = Kokkos::subview(x, row, Kokkos::make_pair(mid, end));
     const ShiftedOp<Op> op_held{op, begin}, op_rest{op, mid};
 
-    RowStats<T> stats = row_stats<T, B, interleaved>(workers, x_held, cache, op_held);
+    RowStats<T> stats = row_stats<T, B, interleaved, kGpuPipelinedStats>(workers, x_held, cache, op_held);
     if (mid < end)
-      stats = RowStats<T>::combine(stats, row_stats<T, B, interleaved>(workers, x_rest, NoCache(), op_rest));
+      stats = RowStats<T>::combine(
+          stats, row_stats<T, B, interleaved, kGpuPipelinedStats>(workers, x_rest, NoCache(), op_rest));
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
       *static_cast<volatile std::uint64_t*>(&part_max(slot)) = partial_word(static_cast<double>(stats.max));
       *static_cast<volatile std::uint64_t*>(&part_sum(slot)) = partial_word(stats.sum);
