@@ -54,8 +54,8 @@ struct SplitStatsFunctor : SplitRowsBase<ExecSpace, XView, YView, Op> {
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const auto c            = this->chunk_of(team);
     const auto x_part       = Kokkos::subview(this->x, c.row, Kokkos::make_pair(c.begin, c.end));
-    const RowStats<T> stats = row_stats<T, base::B, base::interleaved, kGpuPipelinedStats>(
-        TeamWorkers<member_type>{team}, x_part, NoCache(), ShiftedOp<Op>{this->op, c.begin});
+    const RowStats<T> stats = row_stats<T, base::B, base::interleaved>(TeamWorkers<member_type>{team}, x_part,
+                                                                       NoCache(), ShiftedOp<Op>{this->op, c.begin});
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
       this->part_max(c.unit) = stats.max;
       this->part_sum(c.unit) = stats.sum;

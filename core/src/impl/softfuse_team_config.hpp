@@ -114,8 +114,6 @@ constexpr int kGpuHeldRowThreads              = 512;  // threads of a team holdi
 // chunks held in team scratch: at most this many bytes (GPUs; H100, 227 KiB of shared memory per multiprocessor:
 // two teams of 256 threads per multiprocessor)
 constexpr std::size_t kGpuChunkBytes = std::size_t(104) << 10;
-// the chunked and split statistics passes load a block ahead (row_stats' Pipelined)
-constexpr bool kGpuPipelinedStats = true;
 constexpr int kGpuSplitWaves      = 2;  // split teams per group: this many times what fills the GPU
 // long rows split in one group (GPUs): this many times the teams that fill the GPU, where chunks keep at least
 // kGpuLongSplitChunk elements
