@@ -137,7 +137,9 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
 }
 
 /// The largest |row sum - 1| over all rows: per row, blocks of 4096 columns summed by one thread each and
-/// added atomically in double (no team reduction, so nothing of the kernels under test).
+/// added atomically in double. No team reduction: a check through one team reduction per row (a TeamPolicy
+/// parallel_reduce of AUTO team size, Kokkos 3.4, CUDA) reported row sums off by 0.001-0.036 on 2097152 x 64
+/// for results this check and the unit tests find right (perf/results/h100/portable_plans_check.json).
 double worst_row_sum_error(const Matrix& y) {
   const std::int64_t rows = y.extent(0), cols = y.extent(1), block = 4096;
   const std::int64_t blocks = (cols + block - 1) / block;
@@ -158,26 +160,6 @@ double worst_row_sum_error(const Matrix& y) {
         const double sum = sums(i);
         const double e   = sum == sum ? (sum > 1 ? sum - 1 : 1 - sum) : 1e30;
         w                = e > w ? e : w;
-      },
-      Kokkos::Max<double>(worst));
-  return worst;
-}
-
-/// The same through a team reduction per row (the check before worst_row_sum_error; kept to compare).
-double worst_row_sum_error_team(const Matrix& y) {
-  double worst = 0;
-  Kokkos::parallel_reduce(
-      "row_sum_check_team", Kokkos::TeamPolicy<Space>(y.extent(0), Kokkos::AUTO),
-      KOKKOS_LAMBDA(const Kokkos::TeamPolicy<Space>::member_type& team, double& w) {
-        const std::int64_t i = team.league_rank();
-        double sum           = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, std::int64_t(y.extent(1))),
-            [&](const std::int64_t j, double& s) { s += y(i, j); }, sum);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          const double e = sum == sum ? (sum > 1 ? sum - 1 : 1 - sum) : 1e30;
-          w              = e > w ? e : w;
-        });
       },
       Kokkos::Max<double>(worst));
   return worst;
@@ -230,21 +212,19 @@ int main(int argc, char** argv) {
         const auto run = [&] {
           softfuse::Impl::run_row_plan(space, x, y, softfuse::Impl::IdentityOp(), plans[k], "softfuse::plan_sweep");
         };
-        const double t          = softfuse_bench::warm_median_seconds(space, reps, run);
-        const double error      = worst_row_sum_error(y);
-        const double team_error = worst_row_sum_error_team(y);
-        const std::string what  = describe(plans[k]);
-        std::printf("%lldx%lld %-70s %9.4f ms %5.1f %% of copy%s%s%s\n", static_cast<long long>(s.first),
+        const double t         = softfuse_bench::warm_median_seconds(space, reps, run);
+        const double error     = worst_row_sum_error(y);
+        const std::string what = describe(plans[k]);
+        std::printf("%lldx%lld %-70s %9.4f ms %5.1f %% of copy%s%s\n", static_cast<long long>(s.first),
                     static_cast<long long>(s.second), what.c_str(), t * 1e3, 100 * copy_s / t,
-                    k == 0 ? "  [plan_rows]" : "", error < 1e-4 ? "" : "  WRONG",
-                    team_error < 1e-4 ? "" : "  TEAM-CHECK-WRONG");
+                    k == 0 ? "  [plan_rows]" : "", error < 1e-4 ? "" : "  WRONG");
         std::fflush(stdout);
         if (json)
           std::fprintf(json,
                        "%s  {\"shape\": \"%lldx%lld\", \"plan\": \"%s\", \"chosen\": %s, \"median_ms\": %.5f, "
-                       "\"copy_ms\": %.5f, \"of_copy\": %.4f, \"row_sum_error\": %.3g, \"row_sum_error_team\": %.3g}",
+                       "\"copy_ms\": %.5f, \"of_copy\": %.4f, \"row_sum_error\": %.3g}",
                        first_record ? "" : ",\n", static_cast<long long>(s.first), static_cast<long long>(s.second),
-                       what.c_str(), k == 0 ? "true" : "false", t * 1e3, copy_s * 1e3, copy_s / t, error, team_error);
+                       what.c_str(), k == 0 ? "true" : "false", t * 1e3, copy_s * 1e3, copy_s / t, error);
         first_record = false;
       }
     }
