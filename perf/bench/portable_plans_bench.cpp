@@ -108,19 +108,14 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       plans.push_back(p);
     }
   const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
-  // chunked teams are kGpuRowThreads (the kernel's launch bounds)
-  // teams of 256 or 512 threads, each holding what team scratch holds for 1, 2 or 4 teams per multiprocessor
-  // (with 2 KiB each for the team's own use), where scratch is a multiprocessor's (CUDA with opt-in shared
-  // memory), and chunks of 4096
-  if (cols >= 2048) {
-    for (int team : {256, 512})
-      for (int per_sm : {1, 2, 4}) {
-        const std::int64_t held = scratch_elements(scratch_max / per_sm - 2048, sizeof(float), team, scratch_bytes);
-        if (held > 0) plans.push_back(plan_chunked(rows, cols, team, team, held, concurrency / team, max_chunks));
-      }
-    plans.push_back(
-        plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, 4096, concurrency / kGpuRowThreads, max_chunks));
-  }
+  // chunked teams are kGpuRowThreads (the kernel's launch bounds), holding at most kGpuChunkBytes
+  const std::int64_t held =
+      scratch_elements(std::min(scratch_max, kGpuChunkBytes), sizeof(float), kGpuRowThreads, scratch_bytes);
+  if (cols >= 2048)
+    for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held})
+      if (h <= held)
+        plans.push_back(
+            plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, h, concurrency / kGpuRowThreads, max_chunks));
   if (cols >= 131072)
     for (int waves : {2, 4, 8})
       for (std::int64_t group_bytes : {48, 96, 192})
