@@ -47,8 +47,8 @@ TEST_F(TestCategory, softmax_regime_boundaries_specialized_double) {
 }
 
 // Rows held in more than 48 KiB of team scratch where the backend offers it (CUDA with the opt-in: the team
-// regime's rows of 64 KiB on teams of 512 threads), and long rows cut into chunks over teams (the chunked regime,
-// unmanaged Views, rows of an odd length), against the double reference.
+// regime's rows of 64 KiB on teams of 512 threads, every layout, float and double), and long rows cut into chunks
+// over teams (the chunked regime, rows of an odd length), against the double reference.
 TEST_F(TestCategory, softmax_held_rows_and_chunks_portable) {
   using namespace softfuse::Impl;
   const TestExecSpace space;
@@ -62,14 +62,24 @@ TEST_F(TestCategory, softmax_held_rows_and_chunks_portable) {
   const std::size_t cols_chunked = 262147, rows_chunked = 64;
   const RowPlan chunked = plan_rows(space, rows_chunked, cols_chunked, sizeof(float), true, bytes);
   ASSERT_EQ(int(chunked.regime), int(RowRegime::chunked));
-  std::uint64_t seed = 4800;
+  const std::size_t cols_team_double = 8193;  // 64 KiB rows of double
+  ASSERT_EQ(int(plan_rows(space, rows_team, cols_team_double, sizeof(double), true,
+                          [](std::int64_t n) { return row_cache_t<TestExecSpace, double>::shmem_size(n); })
+                    .regime),
+            int(RowRegime::team));
+  const auto portable = softfuse::Implementation::portable;
+  std::uint64_t seed  = 4800;
   for (bool in_place : {false, true}) {
-    run_case<float, Kokkos::LayoutRight>(rows_team, cols_team,
-                                         random_values<float>(rows_team * cols_team, -20.0, 20.0, seed++), in_place,
-                                         softfuse::Implementation::portable);
+    const auto team_values = random_values<float>(rows_team * cols_team, -20.0, 20.0, seed++);
+    run_case<float, Kokkos::LayoutRight>(rows_team, cols_team, team_values, in_place, portable);
+    run_case<float, Kokkos::LayoutLeft>(rows_team, cols_team, team_values, in_place, portable);
+    run_case<float, Kokkos::LayoutStride>(rows_team, cols_team, team_values, in_place, portable);
+    run_case<double, Kokkos::LayoutRight>(rows_team, cols_team_double,
+                                          random_values<double>(rows_team * cols_team_double, -20.0, 20.0, seed++),
+                                          in_place, portable);
     run_case<float, Kokkos::LayoutRight>(rows_chunked, cols_chunked,
                                          random_values<float>(rows_chunked * cols_chunked, -20.0, 20.0, seed++),
-                                         in_place, softfuse::Implementation::portable);
+                                         in_place, portable);
   }
 }
 
