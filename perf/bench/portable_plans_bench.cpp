@@ -108,9 +108,8 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       plans.push_back(p);
     }
   const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
-  // chunked teams are kGpuRowThreads (the kernel's launch bounds), holding at most kGpuChunkBytes
-  const std::int64_t held =
-      scratch_elements(std::min(scratch_max, kGpuChunkBytes), sizeof(float), kGpuRowThreads, scratch_bytes);
+  // chunked teams are kGpuRowThreads (the kernel's launch bounds)
+  const std::int64_t held = chunk_held_elements(scratch_max, sizeof(float), scratch_bytes);
   if (cols >= 2048)
     for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held})
       if (h <= held)

@@ -198,6 +198,13 @@ std::int64_t scratch_elements(std::size_t scratch_max, std::size_t elem_bytes, s
   return held;
 }
 
+/// The elements of a chunk the chunked regime holds in team scratch (GPUs): what teams of kGpuRowThreads hold
+/// within kGpuChunkBytes.
+template <class ScratchBytes>
+std::int64_t chunk_held_elements(std::size_t scratch_max, std::size_t elem_bytes, const ScratchBytes& scratch_bytes) {
+  return scratch_elements(std::min(scratch_max, kGpuChunkBytes), elem_bytes, kGpuRowThreads, scratch_bytes);
+}
+
 /// The regime and team shape for rows x cols elements of `elem_bytes` bytes on `space`; `cache` allows
 /// holding rows in team scratch (`scratch_bytes(n)`: the scratch n elements take).
 template <class ExecSpace, class ScratchBytes>
@@ -251,7 +258,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     }
     // Team: one team per cached row, 32 elements per thread (64 to 512 threads), where the rows alone fill
     // the GPU about twice over (H100, 8192 x 32768: 78 % of copy with 512 threads, 69 % with 256, 75 % with
-    // 1024, 64-71 % chunked).
+    // 1024, 64-65 % chunked in chunks of 8192).
     if (cache && scratch_bytes(cols) <= scratch_max && rows * kGpuRowThreads * 2 >= concurrency) {
       plan.regime    = RowRegime::team;
       plan.cached    = true;
@@ -269,8 +276,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     // chunked; perf/bench/portable_plans_bench.cpp). Their chunks: kGpuLongSplitWaves times the teams that fill the
     // device where that leaves chunks of kGpuLongSplitChunk elements or more (chunks of 4096: 28 % on 1 x 33M), else
     // kGpuSplitWaves times. Other rows too few for their chunks to fill the device are split in groups.
-    const std::int64_t held =
-        cache ? scratch_elements(std::min(scratch_max, kGpuChunkBytes), elem_bytes, kGpuRowThreads, scratch_bytes) : 0;
+    const std::int64_t held       = cache ? chunk_held_elements(scratch_max, elem_bytes, scratch_bytes) : 0;
     const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
     const std::int64_t teams      = std::max<std::int64_t>(1, concurrency / kGpuRowThreads);
     const std::int64_t unit       = 2 * kGpuRowThreads * row_block_size<ExecSpace, true, true>();
