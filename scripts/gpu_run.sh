@@ -39,7 +39,8 @@
 # and profiles plan_rows' kernels on SOFTFUSE_PROFILE_SHAPES with Nsight Compute (ncu_SHAPE.txt).
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
 # SOFTFUSE_CMAKE_ARGS adds configure arguments (e.g. -DSOFTFUSE_CUDA_SPECIALIZED=OFF),
-# SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial).
+# SOFTFUSE_CTEST_ARGS ctest arguments (e.g. -E unit_serial). SOFTFUSE_SKIP_STAGES skips the stages it names
+# (e.g. "portable_plans bench_softmax torch_softmax plot_softmax": portable's build and unit tests alone).
 # $OUT receives at most 8 files (what the device tool returns): logs.tar.gz (with the raw Google
 # Benchmark files bench_softmax.json and bench_fused.json), torch_softmax.json, results.json (those
 # benchmarks condensed by perf/summarize_benchmarks.py, with date, device, command and commit),
@@ -62,6 +63,7 @@ summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
 stage() {  # stage NAME COMMAND…: runs, logs to $logs/NAME.log, records the outcome
   local name=$1; shift
   local t0=$SECONDS
+  if [[ " ${SOFTFUSE_SKIP_STAGES:-} " == *" $name "* ]]; then summary "skipped $name"; return 0; fi
   echo "== $name" >&2
   if "$@" >"$logs/$name.log" 2>&1; then
     summary "ok     $name ($((SECONDS - t0)) s)"

@@ -47,8 +47,9 @@ TEST_F(TestCategory, softmax_regime_boundaries_specialized_double) {
 }
 
 // Rows held in more than 48 KiB of team scratch where the backend offers it (CUDA with the opt-in: the team
-// regime's rows of 64 KiB on teams of 512 threads, every layout, float and double), and long rows cut into chunks
-// over teams (the chunked regime, rows of an odd length), against the double reference.
+// regime's rows of 64 KiB on teams of 512 threads, every layout, float and double, and long rows cut into chunks
+// of more than 48 KiB over teams, the chunked regime, rows of an odd length), against the double reference. Every
+// test file instantiates these kernels again, so the opt-in must reach each file's own copy of a kernel.
 TEST_F(TestCategory, softmax_held_rows_and_chunks_portable) {
   using namespace softfuse::Impl;
   const TestExecSpace space;
@@ -62,6 +63,7 @@ TEST_F(TestCategory, softmax_held_rows_and_chunks_portable) {
   const std::size_t cols_chunked = 262147, rows_chunked = 64;
   const RowPlan chunked = plan_rows(space, rows_chunked, cols_chunked, sizeof(float), true, bytes);
   ASSERT_EQ(int(chunked.regime), int(RowRegime::chunked));
+  ASSERT_GT(chunked.cached_chunk * sizeof(float), std::size_t(48) << 10);
   const std::size_t cols_team_double = 8193;  // 64 KiB rows of double
   ASSERT_EQ(int(plan_rows(space, rows_team, cols_team_double, sizeof(double), true,
                           [](std::int64_t n) { return row_cache_t<TestExecSpace, double>::shmem_size(n); })

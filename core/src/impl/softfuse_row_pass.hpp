@@ -108,13 +108,45 @@ KOKKOS_INLINE_FUNCTION RowStats<T> join_workers(const Workers& workers, const Ro
 /// Interleaved (GPUs): one lane per worker, so a lane's statistics stay in its worker and join_workers joins
 /// them; a worker's last, partial block is padded with -inf (exp(-inf - max) = 0 adds nothing), so every
 /// block takes the same unguarded arithmetic and only loads and stores beyond the row are guarded.
-template <class T, int B, bool Interleaved, class Workers, class XRow, class Cache, class Op>
+/// Pipelined (interleaved only): a worker loads its next block before it stores and sums the current one, so
+/// its loads stay in flight while it computes (twice the registers for values).
+template <class T, int B, bool Interleaved, bool Pipelined = false, class Workers, class XRow, class Cache, class Op>
 KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
                                              const Op& op) {
   constexpr bool cached = Kokkos::is_view<Cache>::value;
   const std::int64_t n  = x_row.extent(0);
   const RowBlocks<B, Interleaved> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
+  // v = the block at j0 of len elements, padded with -inf
+  const auto load_padded = [&](const std::int64_t j0, const int len, T(&v)[B]) {
+    if (len == B) {
+      for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+    } else {
+      for (int l = 0; l < B; ++l)
+        v[l] = l < len ? op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj))) : -Infinity<T>::value;
+    }
+  };
+  const auto pipelined_stats = [&](const std::int64_t lane, RowStats<T>& acc) {
+    std::int64_t j0 = blocks.begin(lane);
+    if (j0 >= n) return;
+    int len = blocks.length(j0);
+    T v[B];
+    load_padded(j0, len, v);
+    while (true) {
+      const std::int64_t j1 = j0 + blocks.step();
+      const int next_len    = j1 < n ? blocks.length(j1) : 0;
+      T next[B];
+      if (next_len > 0) load_padded(j1, next_len, next);
+      if constexpr (cached)
+        for (int l = 0; l < B; ++l)
+          if (len == B || l < len) cache(j0 + l * dj) = v[l];
+      acc.add_block(v, B);
+      if (next_len == 0) return;
+      for (int l = 0; l < B; ++l) v[l] = next[l];
+      j0  = j1;
+      len = next_len;
+    }
+  };
   const auto lane_stats = [&](const std::int64_t lane, RowStats<T>& acc) {
     for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
       const int len = blocks.length(j0);
@@ -141,7 +173,12 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
   };
   if constexpr (Interleaved) {
     RowStats<T> mine = RowStats<T>::identity();
-    Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) { lane_stats(lane, mine); });
+    Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
+      if constexpr (Pipelined)
+        pipelined_stats(lane, mine);
+      else
+        lane_stats(lane, mine);
+    });
     return join_workers(workers, mine);
   } else {
     RowStats<T> stats;

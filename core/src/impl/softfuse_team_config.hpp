@@ -13,7 +13,7 @@
 //    from memory once);
 //  - chunked (GPUs): rows beyond team scratch, or too few rows to fill the device, cut into chunks of team
 //    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once,
-//    for rows of at most half as many chunks as multiprocessors, mostly held in team scratch;
+//    for rows of at most one chunk per multiprocessor, mostly held in team scratch;
 //  - split (GPUs: longer rows, and rows too few for the chunks to fill the device; host CPUs: too few rows for
 //    every thread): each row cut into chunks over several teams; a statistics pass writes a partial
 //    (max, sum) per chunk, a write pass combines the row's partials and writes its chunk. Rows go in groups
@@ -111,9 +111,9 @@ constexpr std::int64_t kPackedElementsPerLane = 64;
 constexpr int kGpuPackedThreads               = 128;  // threads of a packed team on GPUs
 constexpr int kGpuRowThreads                  = 256;  // threads of a team, chunked or split team on GPUs
 constexpr int kGpuHeldRowThreads              = 512;  // threads of a team holding a row (team regime, GPUs)
-// chunks held in team scratch: at most this many bytes (GPUs), within the 48 KiB a CUDA block has without opting
-// into more (larger chunks measured faster but are not yet proven correct, docs/portable_path.md)
-constexpr std::size_t kGpuChunkBytes = std::size_t(40) << 10;
+// chunks held in team scratch: at most this many bytes (GPUs; H100, 227 KiB of shared memory per multiprocessor:
+// two teams of 256 threads per multiprocessor)
+constexpr std::size_t kGpuChunkBytes = std::size_t(104) << 10;
 constexpr int kGpuSplitWaves         = 2;  // split teams per group: this many times what fills the GPU
 // long rows split in one group (GPUs): this many times the teams that fill the GPU, where chunks keep at least
 // kGpuLongSplitChunk elements
@@ -258,7 +258,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     }
     // Team: one team per cached row, 32 elements per thread (64 to 512 threads), where the rows alone fill
     // the GPU about twice over (H100, 8192 x 32768: 78 % of copy with 512 threads, 69 % with 256, 75 % with
-    // 1024, 64-65 % chunked in chunks of 8192).
+    // 1024, 64-71 % chunked).
     if (cache && scratch_bytes(cols) <= scratch_max && rows * kGpuRowThreads * 2 >= concurrency) {
       plan.regime    = RowRegime::team;
       plan.cached    = true;
@@ -268,20 +268,19 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       return plan;
     }
     // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
-    // scratch holds its first part and streams the rest twice. Chunks hold at most kGpuChunkBytes. Long rows are
-    // split in one group of all rows: rows whose chunks would span more than half of the multiprocessors (a join
-    // then waits on teams that started long before it) or of whose chunks team scratch holds less than half
-    // (H100, % of copy, split against chunked: 256 x 2M 59 against 54 %, 128 x 1M 55 against 53 %, 32 x 8M 58
-    // against 57 %; 2048 x 131072, 14 chunks a row, 58 against 60 %; one row of 33M columns 44-46 % split, 36 %
-    // chunked; perf/bench/portable_plans_bench.cpp). Their chunks: kGpuLongSplitWaves times the teams that fill the
-    // device where that leaves chunks of kGpuLongSplitChunk elements or more (chunks of 4096: 28 % on 1 x 33M), else
+    // scratch holds its first part and streams the rest twice. Chunks hold at most kGpuChunkBytes (H100, % of
+    // copy, chunks of 26368 / 13312 / 49152 floats: 4096 x 393216 68 / 67 / 62 %, 256 x 2M 63 / 57 / 53 %).
+    // Long rows, of whose chunks team scratch would hold less than half, are split in one group of all rows
+    // (32 x 8M 58 % either way, one row of 33M columns 45 % split, 36-41 % chunked;
+    // perf/bench/portable_plans_bench.cpp). Their chunks: kGpuLongSplitWaves times the teams that fill the device
+    // where that leaves chunks of kGpuLongSplitChunk elements or more (chunks of 4096: 28 % on 1 x 33M), else
     // kGpuSplitWaves times. Other rows too few for their chunks to fill the device are split in groups.
     const std::int64_t held       = cache ? chunk_held_elements(scratch_max, elem_bytes, scratch_bytes) : 0;
     const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
     const std::int64_t teams      = std::max<std::int64_t>(1, concurrency / kGpuRowThreads);
     const std::int64_t unit       = 2 * kGpuRowThreads * row_block_size<ExecSpace, true, true>();
     const RowPlan chunked         = plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, teams, max_chunks);
-    if (cache && (2 * chunked.chunks > max_chunks || chunked.chunk > 2 * held)) {
+    if (cache && chunked.chunk > 2 * held) {
       const RowPlan wide = plan_split(rows, cols, kGpuRowThreads, unit, rows * cols, kGpuLongSplitWaves * teams);
       if (wide.chunk >= kGpuLongSplitChunk) return wide;
       return plan_split(rows, cols, kGpuRowThreads, unit, rows * cols, kGpuSplitWaves * teams);
