@@ -34,10 +34,10 @@ std::size_t scratch_bytes(std::int64_t n) { return softfuse::Impl::row_cache_t<S
 std::string describe(const RowPlan& p) {
   const char* regimes[] = {"packed", "team", "chunked", "split"};
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld slots=%d group=%lld",
+  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
                 p.stream ? " stream" : "", p.staged ? " staged" : "", static_cast<long long>(p.chunk),
-                static_cast<long long>(p.chunks), static_cast<long long>(p.cached_chunk), p.slots,
+                static_cast<long long>(p.chunks), static_cast<long long>(p.cached_chunk),
                 static_cast<long long>(p.group_rows));
   return buf;
 }
@@ -115,18 +115,6 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       if (h <= held)
         plans.push_back(
             plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, h, concurrency / kGpuRowThreads, max_chunks));
-  // teams holding 2 or 4 chunks at once, within kGpuChunkBytes or within all of team scratch
-  if (cols >= 2048)
-    for (std::size_t budget : {std::min(scratch_max, kGpuChunkBytes), scratch_max})
-      for (int slots : {2, 4}) {
-        const std::int64_t h = scratch_elements(budget, sizeof(float), kGpuRowThreads,
-                                                [&](std::int64_t n) { return scratch_bytes(slots * n); });
-        if (h < kGpuRowThreads) continue;
-        RowPlan p =
-            plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, h, concurrency / kGpuRowThreads, max_chunks);
-        p.slots = slots;
-        plans.push_back(p);
-      }
   if (cols >= 131072)
     for (int waves : {2, 4, 8})
       for (std::int64_t group_bytes : {48, 96, 192})

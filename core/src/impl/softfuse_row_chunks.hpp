@@ -58,7 +58,6 @@ struct ChunkedRowsFunctor {
       Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   static constexpr int B            = row_block_size<ExecSpace, true>();
   static constexpr bool interleaved = row_blocks_interleaved<ExecSpace>();
-  static constexpr int kMaxSlots    = 4;
 
   XView x;
   YView y;
@@ -66,44 +65,34 @@ struct ChunkedRowsFunctor {
   Kokkos::View<std::uint64_t*, device_type> part_max, part_sum;  // [row * chunks + chunk], kEmptyPartial at first
   Kokkos::View<int*, device_type> ticket;  // [launch]: the next chunk of the launch to take (int: a native atomic)
   std::int64_t first_row, chunk, cached_chunk;
-  int chunks, launch, units, slots;  // units: the launch's chunks; slots: chunks a team holds at once
+  int chunks, launch;
 
-  /// The elements [begin, mid) of `unit`'s chunk held in scratch, [mid, end) streamed twice.
-  struct Span {
-    std::int64_t row, begin, mid, end, slot;
-  };
-  KOKKOS_INLINE_FUNCTION Span span(const int unit) const {
-    const std::int64_t row_in_launch = unit / chunks, k = unit - row_in_launch * chunks, cols = y.extent(1);
-    Span c;
-    c.row   = first_row + row_in_launch;
-    c.begin = k * chunk;
-    c.end   = c.begin + chunk < cols ? c.begin + chunk : cols;
-    c.mid   = c.begin + cached_chunk < c.end ? c.begin + cached_chunk : c.end;
-    c.slot  = c.row * chunks + k;
-    return c;
-  }
-
-  /// Reads the chunk into `cache` (what it holds) and publishes its (max, sum).
-  KOKKOS_INLINE_FUNCTION void load(const member_type& team, const Span& c, const cache_type& cache) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    int unit = 0;
+    Kokkos::single(
+        Kokkos::PerTeam(team), [&](int& t) { t = Kokkos::atomic_fetch_add(&ticket(launch), 1); }, unit);
+    const std::int64_t row_in_launch = unit / chunks, row = first_row + row_in_launch;
+    const std::int64_t begin = (unit - row_in_launch * chunks) * chunk, cols = y.extent(1);
+    const std::int64_t end  = begin + chunk < cols ? begin + chunk : cols;
+    const std::int64_t mid  = begin + cached_chunk < end ? begin + cached_chunk : end;
+    const std::int64_t slot = row * chunks + (unit - row_in_launch * chunks);
     const TeamWorkers<member_type> workers{team};
-    const auto x_held = Kokkos::subview(x, c.row, Kokkos::make_pair(c.begin, c.mid));
-    const auto x_rest = Kokkos::subview(x, c.row, Kokkos::make_pair(c.mid, c.end));
-    const ShiftedOp<Op> op_held{op, c.begin}, op_rest{op, c.mid};
+    const cache_type cache(team.team_scratch(0), cached_chunk);
+    const auto x_held = Kokkos::subview(x, row, Kokkos::make_pair(begin, mid));
+    const auto x_rest = Kokkos::subview(x, row, Kokkos::make_pair(mid, end));
+    const ShiftedOp<Op> op_held{op, begin}, op_rest{op, mid};
+
     RowStats<T> stats = row_stats<T, B, interleaved, Pipelined>(workers, x_held, cache, op_held);
-    if (c.mid < c.end)
+    if (mid < end)
       stats = RowStats<T>::combine(stats, row_stats<T, B, interleaved, Pipelined>(workers, x_rest, NoCache(), op_rest));
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      *static_cast<volatile std::uint64_t*>(&part_max(c.slot)) = partial_word(static_cast<double>(stats.max));
-      *static_cast<volatile std::uint64_t*>(&part_sum(c.slot)) = partial_word(stats.sum);
+      *static_cast<volatile std::uint64_t*>(&part_max(slot)) = partial_word(static_cast<double>(stats.max));
+      *static_cast<volatile std::uint64_t*>(&part_sum(slot)) = partial_word(stats.sum);
     });
-  }
 
-  /// Waits until every chunk of the row has published, joins them and writes the chunk (from `cache`).
-  KOKKOS_INLINE_FUNCTION void store(const member_type& team, const Span& c, const cache_type& cache) const {
-    const TeamWorkers<member_type> workers{team};
     // Volatile loads: the partials are written by other teams during this kernel (no stale cached copy).
-    const volatile std::uint64_t* maxima = &part_max(c.row * chunks);
-    const volatile std::uint64_t* sums   = &part_sum(c.row * chunks);
+    const volatile std::uint64_t* maxima = &part_max(row * chunks);
+    const volatile std::uint64_t* sums   = &part_sum(row * chunks);
     RowStats<T> mine                     = RowStats<T>::identity();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, chunks), [&](const int k) {
       std::uint64_t m, s;
@@ -115,58 +104,28 @@ struct ChunkedRowsFunctor {
     });
     const RowStats<T> row_total = join_workers(workers, mine);
     const T inv                 = row_total.inverse_sum();
-    const auto x_held           = Kokkos::subview(x, c.row, Kokkos::make_pair(c.begin, c.mid));
-    const ShiftedOp<Op> op_held{op, c.begin}, op_rest{op, c.mid};
-    row_write<T, B, interleaved>(workers, x_held, Kokkos::subview(y, c.row, Kokkos::make_pair(c.begin, c.mid)), cache,
+    row_write<T, B, interleaved>(workers, x_held, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache,
                                  op_held, row_total.max, inv);
-    if (c.mid < c.end)
-      row_write<T, B, interleaved>(workers, Kokkos::subview(x, c.row, Kokkos::make_pair(c.mid, c.end)),
-                                   Kokkos::subview(y, c.row, Kokkos::make_pair(c.mid, c.end)), NoCache(), op_rest,
-                                   row_total.max, inv);
-    team.team_barrier();  // the slot is free for the next chunk, whose elements other threads may load
-  }
-
-  // A team takes chunks until the launch has none left, holding up to `slots` of them: it stores its oldest
-  // chunk once it holds `slots`, so its row's other chunks load meanwhile.
-  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    int held[kMaxSlots];
-    int taken = 0, stored = 0;
-    const cache_type ring(team.team_scratch(0), slots * cached_chunk);
-    const auto slot_cache = [&](const int i) {
-      return cache_type(ring.data() + (i % slots) * cached_chunk, cached_chunk);
-    };
-    while (true) {
-      int unit = 0;
-      Kokkos::single(
-          Kokkos::PerTeam(team), [&](int& t) { t = Kokkos::atomic_fetch_add(&ticket(launch), 1); }, unit);
-      if (unit >= units) break;
-      held[taken % slots] = unit;
-      load(team, span(unit), slot_cache(taken));
-      ++taken;
-      if (taken - stored == slots) {
-        store(team, span(held[stored % slots]), slot_cache(stored));
-        ++stored;
-      }
-    }
-    for (; stored < taken; ++stored) store(team, span(held[stored % slots]), slot_cache(stored));
+    if (mid < end)
+      row_write<T, B, interleaved>(workers, x_rest, Kokkos::subview(y, row, Kokkos::make_pair(mid, end)), NoCache(),
+                                   op_rest, row_total.max, inv);
   }
 };
 
 /// Launches the chunked kernel over all rows with `Bounds`: launches of at most INT_MAX chunks, each with its own
-/// ticket counter, and at most as many teams as the device runs at once (each takes chunks until none are left).
+/// ticket counter.
 template <class Bounds, class ExecSpace, class Functor>
 void launch_chunks(const ExecSpace& space, Functor f, const std::int64_t rows, const RowPlan& plan,
                    const std::size_t scratch, const int team, const char* label) {
   using policy_type             = Kokkos::TeamPolicy<ExecSpace, Bounds>;
   const std::int64_t per_launch = std::max<std::int64_t>(1, INT_MAX / plan.chunks);
   const std::int64_t launches   = (rows + per_launch - 1) / per_launch;
-  const std::int64_t resident   = std::max<std::int64_t>(1, space.concurrency() / team);
   f.ticket                      = decltype(f.ticket)(Kokkos::view_alloc(space, "softfuse::chunk_ticket"), launches);
   for (std::int64_t l = 0; l < launches; ++l) {
-    f.launch    = static_cast<int>(l);
-    f.first_row = l * per_launch;
-    f.units     = static_cast<int>(std::min(per_launch, rows - f.first_row) * plan.chunks);
-    policy_type policy(space, static_cast<int>(std::min<std::int64_t>(f.units, resident)), team);
+    f.launch         = static_cast<int>(l);
+    f.first_row      = l * per_launch;
+    const int league = static_cast<int>(std::min(per_launch, rows - f.first_row) * plan.chunks);
+    policy_type policy(space, league, team);
     policy.set_scratch_size(0, Kokkos::PerTeam(scratch));
     Kokkos::parallel_for(label, policy, f);
   }
@@ -186,27 +145,24 @@ void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y,
   using lean_type               = ChunkedRowsFunctor<ExecSpace, XView, YView, Op, false>;
   using ahead_type              = ChunkedRowsFunctor<ExecSpace, XView, YView, Op, true>;
   using partials_type           = decltype(lean_type::part_max);
-  KOKKOS_ASSERT(plan.slots >= 1 && plan.slots <= lean_type::kMaxSlots);
-  const std::int64_t rows = y.extent(0);
+  const std::int64_t rows       = y.extent(0);
   const partials_type part_max(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_max"),
                                rows * plan.chunks);
   const partials_type part_sum(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_sum"),
                                rows * plan.chunks);
   Kokkos::deep_copy(space, part_max, kEmptyPartial);
   Kokkos::deep_copy(space, part_sum, kEmptyPartial);
-  const std::size_t scratch = lean_type::cache_type::shmem_size(plan.slots * plan.cached_chunk);
-  const lean_type lean{x,  y, op,         part_max,          part_sum,
-                       {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks),
-                       0,  0, plan.slots};
+  const std::size_t scratch = lean_type::cache_type::shmem_size(plan.cached_chunk);
+  const lean_type lean{
+      x, y, op, part_max, part_sum, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
   Kokkos::TeamPolicy<ExecSpace, four_per_multiprocessor> four(space, 1, 1);
   four.set_scratch_size(0, Kokkos::PerTeam(scratch));
   const int four_team = four.team_size_max(lean, Kokkos::ParallelForTag());
   if (four_team >= plan.team_size)
     return launch_chunks<four_per_multiprocessor>(space, lean, rows, plan, scratch,
                                                   launch_team_size(plan.team_size, four_team), label);
-  const ahead_type ahead{x,  y, op,         part_max,          part_sum,
-                         {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks),
-                         0,  0, plan.slots};
+  const ahead_type ahead{
+      x, y, op, part_max, part_sum, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
   Kokkos::TeamPolicy<ExecSpace, any_per_multiprocessor> any(space, 1, 1);
   any.set_scratch_size(0, Kokkos::PerTeam(scratch));
   launch_chunks<any_per_multiprocessor>(

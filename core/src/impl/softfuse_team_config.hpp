@@ -153,7 +153,6 @@ struct RowPlan {
   std::int64_t chunk = 0, chunks = 1;  // chunked, split: elements per chunk, chunks per row;
                                        // host packed: a thread's buffer (0: y itself)
   std::int64_t cached_chunk = 0;       // chunked: elements of a chunk held in team scratch (its first ones)
-  int slots                 = 1;       // chunked: chunks a team holds in team scratch at once (at most 4)
   std::int64_t group_rows   = 0;       // split: rows per group; host packed: rows a thread takes at a time
   bool stream               = false;   // host packed: y written with streaming stores
   bool staged               = false;   // packed (GPUs): rows staged in team scratch by flat loads and stores
