@@ -112,6 +112,14 @@ struct ChunkedRowsFunctor {
   }
 };
 
+/// The largest team Kokkos allows for the chunked kernel `f` with `Bounds` and `scratch` bytes of team scratch.
+template <class Bounds, class ExecSpace, class Functor>
+int chunk_team_size_max(const ExecSpace& space, const Functor& f, const std::size_t scratch) {
+  Kokkos::TeamPolicy<ExecSpace, Bounds> probe(space, 1, 1);
+  probe.set_scratch_size(0, Kokkos::PerTeam(scratch));
+  return probe.team_size_max(f, Kokkos::ParallelForTag());
+}
+
 /// Launches the chunked kernel over all rows with `Bounds`: launches of at most INT_MAX chunks, each with its own
 /// ticket counter.
 template <class Bounds, class ExecSpace, class Functor>
@@ -155,19 +163,15 @@ void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y,
   const std::size_t scratch = lean_type::cache_type::shmem_size(plan.cached_chunk);
   const lean_type lean{
       x, y, op, part_max, part_sum, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
-  Kokkos::TeamPolicy<ExecSpace, four_per_multiprocessor> four(space, 1, 1);
-  four.set_scratch_size(0, Kokkos::PerTeam(scratch));
-  const int four_team = four.team_size_max(lean, Kokkos::ParallelForTag());
+  const int four_team = chunk_team_size_max<four_per_multiprocessor>(space, lean, scratch);
   if (four_team >= plan.team_size)
     return launch_chunks<four_per_multiprocessor>(space, lean, rows, plan, scratch,
                                                   launch_team_size(plan.team_size, four_team), label);
   const ahead_type ahead{
       x, y, op, part_max, part_sum, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
-  Kokkos::TeamPolicy<ExecSpace, any_per_multiprocessor> any(space, 1, 1);
-  any.set_scratch_size(0, Kokkos::PerTeam(scratch));
   launch_chunks<any_per_multiprocessor>(
       space, ahead, rows, plan, scratch,
-      launch_team_size(plan.team_size, any.team_size_max(ahead, Kokkos::ParallelForTag())), label);
+      launch_team_size(plan.team_size, chunk_team_size_max<any_per_multiprocessor>(space, ahead, scratch)), label);
 }
 
 }  // namespace Impl
