@@ -59,7 +59,7 @@ struct RowBuffer {
 /// ones. Where the buffer is y (x may be y), x(j) is read before y(j) is written.
 template <class T, class XRow, class Op, class Buffer>
 KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& op, const Buffer& buf, T* chunk_max) {
-  constexpr int B = 64, Lanes = 16;
+  constexpr int Lanes = 16, B = 4 * Lanes;  // the exp loop below takes 4 elements per lane
   const std::int64_t n = x_row.extent(0), chunk = host_chunk<T>(n);
   RowStats<T> stats = RowStats<T>::identity();
   int c             = 0;
@@ -85,18 +85,24 @@ KOKKOS_INLINE_FUNCTION RowStats<T> host_row_stats(const XRow& x_row, const Op& o
     }
     chunk_max[c]  = m;
     const T shift = m == -Infinity<T>::value ? T(0) : m;  // a chunk of -inf: exp(-inf - 0) = 0
-    // exp(v - m) into the buffer; per block a T partial of 4 terms per lane, then per lane in double.
+    // exp(v - m) into the buffer; per block a T partial of 4 terms per lane, then per lane in double. One
+    // loop over the lanes, so that the compiler keeps each lane's partial and sum in vector registers.
     double lane_sum[Lanes] = {};
     for (std::int64_t k0 = 0; k0 < len; k0 += B) {
       if (k0 + B <= len) {
-        T e[B];
-        for (int l = 0; l < B; ++l) e[l] = row_exp_nonpositive(static_cast<T>(buf(c0 + k0 + l)) - shift);
-        for (int l = 0; l < B; ++l) buf(c0 + k0 + l) = e[l];
-        T part[Lanes];
-        for (int w = 0; w < Lanes; ++w) part[w] = e[w];
-        for (int l = Lanes; l < B; l += Lanes)
-          for (int w = 0; w < Lanes; ++w) part[w] += e[l + w];
-        for (int w = 0; w < Lanes; ++w) lane_sum[w] += static_cast<double>(part[w]);
+        SOFTFUSE_IMPL_SIMD
+        for (int w = 0; w < Lanes; ++w) {
+          const std::int64_t j = c0 + k0 + w;
+          const T e0           = row_exp_nonpositive(static_cast<T>(buf(j)) - shift);
+          const T e1           = row_exp_nonpositive(static_cast<T>(buf(j + Lanes)) - shift);
+          const T e2           = row_exp_nonpositive(static_cast<T>(buf(j + 2 * Lanes)) - shift);
+          const T e3           = row_exp_nonpositive(static_cast<T>(buf(j + 3 * Lanes)) - shift);
+          buf(j)               = e0;
+          buf(j + Lanes)       = e1;
+          buf(j + 2 * Lanes)   = e2;
+          buf(j + 3 * Lanes)   = e3;
+          lane_sum[w] += static_cast<double>(((e0 + e1) + e2) + e3);
+        }
       } else {
         for (std::int64_t k = k0; k < len; ++k) {
           const T ek  = row_exp_nonpositive(static_cast<T>(buf(c0 + k)) - shift);
