@@ -39,7 +39,7 @@ std::string describe(const RowPlan& p) {
                 p.stream ? " stream" : "", p.staged ? " staged" : "", static_cast<long long>(p.chunk),
                 static_cast<long long>(p.chunks), static_cast<long long>(p.cached_chunk),
                 static_cast<long long>(p.group_rows));
-  return p.rolling_teams > 0 ? std::string(buf) + " rolling=" + std::to_string(p.rolling_teams) : std::string(buf);
+  return buf;
 }
 
 /// The candidate plans for rows x cols on host CPUs: one thread per row, with y as the row's buffer or with
@@ -99,24 +99,22 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
           p.cached        = cached;
           if (!cached || scratch_bytes(p.team_size * cols) <= scratch_max) plans.push_back(p);
         }
-  const std::int64_t multiprocessors = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
   if (scratch_bytes(cols) <= scratch_max)
-    for (int team : {64, 128, 256, 512, 1024})
-      for (std::int64_t rolling : {std::int64_t(0), multiprocessors, 2 * multiprocessors}) {
-        RowPlan p;
-        p.regime        = RowRegime::team;
-        p.team_size     = team;
-        p.cached        = true;
-        p.rolling_teams = rolling;
-        if (rolling == 0 || (team >= 256 && rolling < rows)) plans.push_back(p);
-      }
+    for (int team : {64, 128, 256, 512, 1024}) {
+      RowPlan p;
+      p.regime    = RowRegime::team;
+      p.team_size = team;
+      p.cached    = true;
+      plans.push_back(p);
+    }
+  const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
   // chunked teams are kGpuRowThreads (the kernel's launch bounds)
   const std::int64_t held = chunk_held_elements(scratch_max, sizeof(float), scratch_bytes);
   if (cols >= 2048)
     for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held})
       if (h <= held)
         plans.push_back(
-            plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, h, concurrency / kGpuRowThreads, multiprocessors));
+            plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, h, concurrency / kGpuRowThreads, max_chunks));
   if (cols >= 131072)
     for (int waves : {2, 4, 8})
       for (std::int64_t group_bytes : {48, 96, 192})

@@ -225,37 +225,6 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
   });
 }
 
-/// row_write of one row from `cache` (interleaved, GPUs) fused with row_stats of the next row x_next, of the same
-/// length: each block's values of the next row are loaded before the block is written out and then take its place
-/// in the cache (same workers, same partition, so no barrier), so the next row's loads are in flight while this
-/// row's stores are. Returns the next row's statistics for every worker.
-template <class T, int B, class Workers, class YRow, class XRow, class Cache, class Op>
-KOKKOS_INLINE_FUNCTION RowStats<T> row_write_and_next_stats(const Workers& workers, const YRow& y_row,
-                                                            const XRow& x_next, const Cache& cache, const Op& op,
-                                                            const T max, const T inv) {
-  const std::int64_t n = y_row.extent(0);
-  const RowBlocks<B, true> blocks(n, workers.count());
-  const std::int64_t dj = blocks.spacing();
-  RowStats<T> mine      = RowStats<T>::identity();
-  Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
-    for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
-      const int len = blocks.length(j0);
-      T u[B], v[B];  // the next row's block (padded with -inf), this row's
-      for (int l = 0; l < B; ++l)
-        u[l] = len == B || l < len ? op(j0 + l * dj, static_cast<T>(x_next(j0 + l * dj))) : -Infinity<T>::value;
-      for (int l = 0; l < B; ++l)
-        if (len == B || l < len) v[l] = static_cast<T>(cache(j0 + l * dj));
-      for (int l = 0; l < B; ++l)
-        if (len == B || l < len) {
-          y_row(j0 + l * dj) = row_exp(v[l] - max) * inv;
-          cache(j0 + l * dj) = u[l];
-        }
-      mine.add_block(u, B);
-    }
-  });
-  return join_workers(workers, mine);
-}
-
 /// Both passes over one row: y_row = softmax(op(j, x_row(j))).
 template <class T, int B, bool Interleaved, class Workers, class XRow, class YRow, class Cache, class Op>
 KOKKOS_INLINE_FUNCTION void row_softmax_pass(const Workers& workers, const XRow& x_row, const YRow& y_row,

@@ -106,7 +106,7 @@ struct StagedRowsFunctor {
         [&](const int r, const int j, const T v) { s(r * stride + j) = v; });
     team.team_barrier();
     const std::int64_t r0 = team.team_rank() * stride, len = team.team_rank() < count ? cols : 0;
-    const auto row = Kokkos::subview(s, Kokkos::make_pair(r0, r0 + len));
+    const auto row        = Kokkos::subview(s, Kokkos::make_pair(r0, r0 + len));
     row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(VectorWorkers<member_type>{team, 1}, row, row, row, op);
     team.team_barrier();
     move(
@@ -115,39 +115,22 @@ struct StagedRowsFunctor {
   }
 };
 
-/// Team (GPUs): one team per row (TeamSoftmax), the row held in team scratch; or (`rolling`) team t takes rows t,
-/// t + league size, …, writing each row while it loads the next into the same scratch.
+/// Team: one team per row (TeamSoftmax), the row held in team scratch.
 template <class ExecSpace, class XView, class YView, class Op>
 struct TeamRowFunctor {
-  using member_type                 = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T                           = typename YView::non_const_value_type;
-  static constexpr int B            = row_block_size<ExecSpace, true>();
-  static constexpr bool Interleaved = row_blocks_interleaved<ExecSpace>();
+  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T           = typename YView::non_const_value_type;
 
   XView x;
   YView y;
   Op op;
   std::int64_t first_row;
-  bool rolling;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const TeamWorkers<member_type> workers{team};
-    const row_cache_t<ExecSpace, T> cache(team.team_scratch(0), y.extent(1));
-    const auto x_row = [&](const std::int64_t i) { return Kokkos::subview(x, i, Kokkos::ALL); };
-    const auto y_row = [&](const std::int64_t i) { return Kokkos::subview(y, i, Kokkos::ALL); };
-    std::int64_t i   = first_row + team.league_rank();
-    if (!rolling) {
-      row_softmax_pass<T, B, Interleaved>(workers, x_row(i), y_row(i), cache, op);
-      return;
-    }
-    if constexpr (Interleaved) {
-      const std::int64_t rows = y.extent(0), stride = team.league_size();
-      RowStats<T> stats = row_stats<T, B, Interleaved>(workers, x_row(i), cache, op);
-      for (; i + stride < rows; i += stride)
-        stats = row_write_and_next_stats<T, B>(workers, y_row(i), x_row(i + stride), cache, op, stats.max,
-                                               stats.inverse_sum());
-      row_write<T, B, Interleaved>(workers, x_row(i), y_row(i), cache, op, stats.max, stats.inverse_sum());
-    }
+    const std::int64_t i = first_row + team.league_rank();
+    row_softmax_pass<T, row_block_size<ExecSpace, true>(), row_blocks_interleaved<ExecSpace>()>(
+        TeamWorkers<member_type>{team}, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL),
+        row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)), op);
   }
 };
 
@@ -182,8 +165,8 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
     if (plan.regime == RowRegime::split) return split_row_softmax(space, x, y, op, plan, label);
     return host_row_softmax(space, x, y, op, plan, label);
   } else {
-    using T                 = typename YView::non_const_value_type;
-    const std::int64_t rows = y.extent(0), cols = y.extent(1);
+    using T                  = typename YView::non_const_value_type;
+    const std::int64_t rows  = y.extent(0), cols = y.extent(1);
     const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
     const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
     switch (plan.regime) {
@@ -193,21 +176,17 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
               space, StagedRowsFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0, rows}, rows, true, plan,
               [&](int team) { return scratch_bytes(team * staged_stride(cols)); }, label);
         else if (plan.cached)
-          launch_rows(space,
-                      PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length}, rows,
-                      true, plan, packed_bytes, label);
+          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length},
+                      rows, true, plan, packed_bytes, label);
         else
-          launch_rows(space,
-                      PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
+          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
                       rows, true, plan, packed_bytes, label);
         break;
-      case RowRegime::team: {
-        const bool rolling = plan.rolling_teams > 0 && plan.rolling_teams < rows;
+      case RowRegime::team:
         launch_rows(
-            space, TeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0, rolling},
-            rolling ? plan.rolling_teams : rows, false, plan, [&](int) { return scratch_bytes(cols); }, label);
+            space, TeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0}, rows, false, plan,
+            [&](int) { return scratch_bytes(cols); }, label);
         break;
-      }
       case RowRegime::chunked: chunked_row_softmax(space, x, y, op, plan, label); break;
       case RowRegime::split: split_row_softmax(space, x, y, op, plan, label); break;
     }

@@ -152,12 +152,10 @@ struct RowPlan {
   bool cached        = false;          // packed, team, chunked: rows (chunks) held in team scratch
   std::int64_t chunk = 0, chunks = 1;  // chunked, split: elements per chunk, chunks per row;
                                        // host packed: a thread's buffer (0: y itself)
-  std::int64_t cached_chunk  = 0;      // chunked: elements of a chunk held in team scratch (its first ones)
-  std::int64_t group_rows    = 0;      // split: rows per group; host packed: rows a thread takes at a time
-  bool stream                = false;  // host packed: y written with streaming stores
-  bool staged                = false;  // packed (GPUs): rows staged in team scratch by flat loads and stores
-  std::int64_t rolling_teams = 0;      // team (GPUs): teams that each take every rolling_teams-th row, writing one
-                                       // while they load the next (0: one team per row)
+  std::int64_t cached_chunk = 0;       // chunked: elements of a chunk held in team scratch (its first ones)
+  std::int64_t group_rows   = 0;       // split: rows per group; host packed: rows a thread takes at a time
+  bool stream               = false;   // host packed: y written with streaming stores
+  bool staged               = false;   // packed (GPUs): rows staged in team scratch by flat loads and stores
 };
 
 /// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
@@ -267,11 +265,6 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       std::int64_t t = 64;
       while (t < kGpuHeldRowThreads && t * 32 < cols) t *= 2;
       plan.team_size = static_cast<int>(t);
-      // Rows of more than half of team scratch leave one team per multiprocessor, whose loads stop while it
-      // joins and writes its row: one persistent team per multiprocessor instead, writing each row while it
-      // loads its next.
-      const std::int64_t multiprocessors = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
-      if (2 * scratch_bytes(cols) > scratch_max && rows > multiprocessors) plan.rolling_teams = multiprocessors;
       return plan;
     }
     // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
