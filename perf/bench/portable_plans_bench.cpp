@@ -34,11 +34,11 @@ std::size_t scratch_bytes(std::int64_t n) { return softfuse::Impl::row_cache_t<S
 std::string describe(const RowPlan& p) {
   const char* regimes[] = {"packed", "team", "chunked", "split"};
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
+  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
-                p.stream ? " stream" : "", p.staged ? " staged" : "", p.registers ? " registers" : "",
-                static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
-                static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
+                p.stream ? " stream" : "", p.staged ? " staged" : "", static_cast<long long>(p.chunk),
+                static_cast<long long>(p.chunks), static_cast<long long>(p.cached_chunk),
+                static_cast<long long>(p.group_rows));
   return buf;
 }
 
@@ -105,16 +105,6 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       p.regime    = RowRegime::team;
       p.team_size = team;
       p.cached    = true;
-      plans.push_back(p);
-    }
-  // each thread's first block in registers (teams of at most kGpuHeldRowThreads, the kernel's launch bounds)
-  if (cols > 2 * kGpuHeldRowThreads * row_block_size<Space, true>() && scratch_bytes(cols) <= scratch_max)
-    for (int team : {256, 512}) {
-      RowPlan p;
-      p.regime    = RowRegime::team;
-      p.team_size = team;
-      p.cached    = true;
-      p.registers = true;
       plans.push_back(p);
     }
   const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);

@@ -47,8 +47,7 @@ TEST_F(TestCategory, softmax_regime_boundaries_specialized_double) {
 }
 
 // Rows held in more than 48 KiB of team scratch where the backend offers it (CUDA with the opt-in: the team
-// regime's rows of 64 KiB on teams of 512 threads, and its rows of more than half of team scratch partly held in
-// registers, every layout, float and double, and long rows cut into chunks
+// regime's rows of 64 KiB on teams of 512 threads, every layout, float and double, and long rows cut into chunks
 // of more than 48 KiB over teams, the chunked regime, rows of an odd length), against the double reference. Every
 // test file instantiates these kernels again, so the opt-in must reach each file's own copy of a kernel.
 TEST_F(TestCategory, softmax_held_rows_and_chunks_portable) {
@@ -70,15 +69,6 @@ TEST_F(TestCategory, softmax_held_rows_and_chunks_portable) {
                           [](std::int64_t n) { return row_cache_t<TestExecSpace, double>::shmem_size(n); })
                     .regime),
             int(RowRegime::team));
-  // Rows of more than half of team scratch: each thread's first block in registers and the rest in team scratch
-  // (two teams per multiprocessor), odd lengths, float and double.
-  const std::size_t cols_registers        = scratch_max / sizeof(float) / 2 + 33,
-                    cols_registers_double = cols_registers / 2 + 1;
-  const std::size_t rows_registers        = static_cast<std::size_t>(space.concurrency() / 512 + 3);
-  ASSERT_TRUE(plan_rows(space, rows_registers, cols_registers, sizeof(float), true, bytes).registers);
-  ASSERT_TRUE(plan_rows(space, rows_registers, cols_registers_double, sizeof(double), true, [](std::int64_t n) {
-                return row_cache_t<TestExecSpace, double>::shmem_size(n);
-              }).registers);
   const auto portable = softfuse::Implementation::portable;
   std::uint64_t seed  = 4800;
   for (bool in_place : {false, true}) {
@@ -89,12 +79,6 @@ TEST_F(TestCategory, softmax_held_rows_and_chunks_portable) {
     run_case<double, Kokkos::LayoutRight>(rows_team, cols_team_double,
                                           random_values<double>(rows_team * cols_team_double, -20.0, 20.0, seed++),
                                           in_place, portable);
-    const auto registers_values = random_values<float>(rows_registers * cols_registers, -20.0, 20.0, seed++);
-    run_case<float, Kokkos::LayoutRight>(rows_registers, cols_registers, registers_values, in_place, portable);
-    run_case<float, Kokkos::LayoutLeft>(rows_registers, cols_registers, registers_values, in_place, portable);
-    run_case<double, Kokkos::LayoutRight>(
-        rows_registers, cols_registers_double,
-        random_values<double>(rows_registers * cols_registers_double, -20.0, 20.0, seed++), in_place, portable);
     run_case<float, Kokkos::LayoutRight>(rows_chunked, cols_chunked,
                                          random_values<float>(rows_chunked * cols_chunked, -20.0, 20.0, seed++),
                                          in_place, portable);

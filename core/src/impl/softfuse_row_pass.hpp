@@ -225,54 +225,6 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
   });
 }
 
-/// Both passes over one row (interleaved, GPUs) with each worker's first block held in its registers and the rest
-/// of the row in `cache` (element j >= B * workers at j - B * workers): the row takes that much less team scratch.
-/// Every worker takes one lane (a team thread), in both passes.
-template <class T, int B, class Workers, class XRow, class YRow, class Cache, class Op>
-KOKKOS_INLINE_FUNCTION void row_softmax_pass_first_block_held(const Workers& workers, const XRow& x_row,
-                                                              const YRow& y_row, const Cache& cache, const Op& op) {
-  const std::int64_t n = y_row.extent(0);
-  const RowBlocks<B, true> blocks(n, workers.count());
-  const std::int64_t dj = blocks.spacing(), base = blocks.step();
-  const auto load = [&](const std::int64_t j0, const int len, T(&v)[B]) {
-    for (int l = 0; l < B; ++l)
-      v[l] = len == B || l < len ? op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj))) : -Infinity<T>::value;
-  };
-  T held[B];
-  RowStats<T> mine = RowStats<T>::identity();
-  Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
-    std::int64_t j0 = blocks.begin(lane);
-    if (j0 >= n) return;
-    load(j0, blocks.length(j0), held);
-    mine.add_block(held, B);
-    for (j0 += base; j0 < n; j0 += base) {
-      const int len = blocks.length(j0);
-      T v[B];
-      load(j0, len, v);
-      for (int l = 0; l < B; ++l)
-        if (len == B || l < len) cache(j0 - base + l * dj) = v[l];
-      mine.add_block(v, B);
-    }
-  });
-  const RowStats<T> row = join_workers(workers, mine);
-  const T max = row.max, inv = row.inverse_sum();
-  Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
-    std::int64_t j0 = blocks.begin(lane);
-    if (j0 >= n) return;
-    int len = blocks.length(j0);
-    for (int l = 0; l < B; ++l)
-      if (len == B || l < len) y_row(j0 + l * dj) = row_exp(held[l] - max) * inv;
-    for (j0 += base; j0 < n; j0 += base) {
-      len = blocks.length(j0);
-      T v[B];
-      for (int l = 0; l < B; ++l)
-        if (len == B || l < len) v[l] = static_cast<T>(cache(j0 - base + l * dj));
-      for (int l = 0; l < B; ++l)
-        if (len == B || l < len) y_row(j0 + l * dj) = row_exp(v[l] - max) * inv;
-    }
-  });
-}
-
 /// Both passes over one row: y_row = softmax(op(j, x_row(j))).
 template <class T, int B, bool Interleaved, class Workers, class XRow, class YRow, class Cache, class Op>
 KOKKOS_INLINE_FUNCTION void row_softmax_pass(const Workers& workers, const XRow& x_row, const YRow& y_row,

@@ -106,7 +106,7 @@ struct StagedRowsFunctor {
         [&](const int r, const int j, const T v) { s(r * stride + j) = v; });
     team.team_barrier();
     const std::int64_t r0 = team.team_rank() * stride, len = team.team_rank() < count ? cols : 0;
-    const auto row = Kokkos::subview(s, Kokkos::make_pair(r0, r0 + len));
+    const auto row        = Kokkos::subview(s, Kokkos::make_pair(r0, r0 + len));
     row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(VectorWorkers<member_type>{team, 1}, row, row, row, op);
     team.team_barrier();
     move(
@@ -115,36 +115,22 @@ struct StagedRowsFunctor {
   }
 };
 
-/// Team: one team per row (TeamSoftmax), the row held in team scratch; `Registers` (GPUs): each thread's first
-/// block in its registers, the rest in team scratch.
-template <class ExecSpace, class XView, class YView, class Op, bool Registers = false>
+/// Team: one team per row (TeamSoftmax), the row held in team scratch.
+template <class ExecSpace, class XView, class YView, class Op>
 struct TeamRowFunctor {
-  using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T                = typename YView::non_const_value_type;
-  static constexpr int B = row_block_size<ExecSpace, true>();
+  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using T           = typename YView::non_const_value_type;
 
   XView x;
   YView y;
   Op op;
   std::int64_t first_row;
 
-  /// The elements of a row of `cols` that a team of `team_size` holds in team scratch.
-  KOKKOS_INLINE_FUNCTION static std::int64_t scratch_elements(const std::int64_t cols, const int team_size) {
-    const std::int64_t in_registers = Registers ? std::int64_t(team_size) * B : 0;
-    return cols > in_registers ? cols - in_registers : 0;
-  }
-
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const std::int64_t i = first_row + team.league_rank(), cols = y.extent(1);
-    const TeamWorkers<member_type> workers{team};
-    const auto x_row = Kokkos::subview(x, i, Kokkos::ALL);
-    const auto y_row = Kokkos::subview(y, i, Kokkos::ALL);
-    const row_cache_t<ExecSpace, T> cache(team.team_scratch(0), scratch_elements(cols, team.team_size()));
-    if constexpr (Registers) {
-      row_softmax_pass_first_block_held<T, B>(workers, x_row, y_row, cache, op);
-    } else {
-      row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(workers, x_row, y_row, cache, op);
-    }
+    const std::int64_t i = first_row + team.league_rank();
+    row_softmax_pass<T, row_block_size<ExecSpace, true>(), row_blocks_interleaved<ExecSpace>()>(
+        TeamWorkers<member_type>{team}, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL),
+        row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)), op);
   }
 };
 
@@ -152,10 +138,10 @@ struct TeamRowFunctor {
 /// INT_MAX teams; the team size is the plan's within what the backend allows for this functor (a power of
 /// two), and
 /// `scratch_bytes(team_size)` the team scratch it takes.
-template <class... Traits, class ExecSpace, class Functor, class ScratchBytes>
+template <class ExecSpace, class Functor, class ScratchBytes>
 void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, bool packed, const RowPlan& plan,
                  const ScratchBytes& scratch_bytes, const char* label) {
-  using policy_type = Kokkos::TeamPolicy<ExecSpace, Traits...>;
+  using policy_type = Kokkos::TeamPolicy<ExecSpace>;
   policy_type probe(space, 1, 1, plan.vector_length);
   probe.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes(plan.team_size)));
   const int team = launch_team_size(plan.team_size, probe.team_size_max(functor, Kokkos::ParallelForTag()));
@@ -179,8 +165,8 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
     if (plan.regime == RowRegime::split) return split_row_softmax(space, x, y, op, plan, label);
     return host_row_softmax(space, x, y, op, plan, label);
   } else {
-    using T                 = typename YView::non_const_value_type;
-    const std::int64_t rows = y.extent(0), cols = y.extent(1);
+    using T                  = typename YView::non_const_value_type;
+    const std::int64_t rows  = y.extent(0), cols = y.extent(1);
     const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
     const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
     switch (plan.regime) {
@@ -190,26 +176,16 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
               space, StagedRowsFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0, rows}, rows, true, plan,
               [&](int team) { return scratch_bytes(team * staged_stride(cols)); }, label);
         else if (plan.cached)
-          launch_rows(space,
-                      PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length}, rows,
-                      true, plan, packed_bytes, label);
+          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length},
+                      rows, true, plan, packed_bytes, label);
         else
-          launch_rows(space,
-                      PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
+          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
                       rows, true, plan, packed_bytes, label);
         break;
       case RowRegime::team:
-        if (plan.registers) {
-          // two teams per multiprocessor: at most half of its registers each
-          using functor_type = TeamRowFunctor<ExecSpace, XView, YView, Op, true>;
-          launch_rows<Kokkos::LaunchBounds<kGpuHeldRowThreads, 2>>(
-              space, functor_type{x, y, op, 0}, rows, false, plan,
-              [&](int team) { return scratch_bytes(functor_type::scratch_elements(cols, team)); }, label);
-        } else {
-          launch_rows(
-              space, TeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0}, rows, false, plan,
-              [&](int) { return scratch_bytes(cols); }, label);
-        }
+        launch_rows(
+            space, TeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0}, rows, false, plan,
+            [&](int) { return scratch_bytes(cols); }, label);
         break;
       case RowRegime::chunked: chunked_row_softmax(space, x, y, op, plan, label); break;
       case RowRegime::split: split_row_softmax(space, x, y, op, plan, label); break;

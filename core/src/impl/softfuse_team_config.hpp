@@ -156,8 +156,6 @@ struct RowPlan {
   std::int64_t group_rows   = 0;       // split: rows per group; host packed: rows a thread takes at a time
   bool stream               = false;   // host packed: y written with streaming stores
   bool staged               = false;   // packed (GPUs): rows staged in team scratch by flat loads and stores
-  bool registers            = false;   // team (GPUs): each thread's first block held in registers, the rest of the
-                                       // row in team scratch
 };
 
 /// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
@@ -267,11 +265,6 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       std::int64_t t = 64;
       while (t < kGpuHeldRowThreads && t * 32 < cols) t *= 2;
       plan.team_size = static_cast<int>(t);
-      // A row of more than half of team scratch leaves one team per multiprocessor; where the threads' first blocks
-      // in registers leave at most half of team scratch to the rest of the row, two teams fit.
-      const std::int64_t in_registers = t * row_block_size<ExecSpace, true>();
-      plan.registers                  = 2 * scratch_bytes(cols) > scratch_max && cols > in_registers &&
-                       2 * scratch_bytes(cols - in_registers) <= scratch_max;
       return plan;
     }
     // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
