@@ -206,7 +206,13 @@ const DeviceInfo& device_info(int device) {
     cl = 0;
   }
   check(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device), "device query");
-  di.cc = 10 * major + minor;
+  di.cc       = 10 * major + minor;
+  int mem_khz = 0, bus_bits = 0;  // double data rate: two transfers per clock
+  if (cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) == cudaSuccess)
+    di.dram_bytes_per_s = 2.0 * mem_khz * 1e3 * bus_bits / 8;
+  else
+    (void)cudaGetLastError();
   // Which machine code loads here: ask the runtime about one kernel on that device.
   int cur = 0;
   check(cudaGetDevice(&cur), "cudaGetDevice");

@@ -15,17 +15,18 @@ namespace impl {
 
 // Read once per device (thread-safe), then kept.
 struct DeviceInfo {
-  int device         = -1;
-  int cc             = 0;  // 10*major + minor
-  int sms            = 0;
-  int smem_optin     = 0;  // opt-in shared memory per block (bytes)
-  int smem_per_sm    = 0;  // shared memory per SM at the largest carveout (bytes)
-  int smem_reserved  = 0;  // shared memory the system reserves per block (bytes)
-  int l2_bytes       = 0;
-  int binary_version = 0;      // of the loaded machine code (90 on Hopper, 80 on Ampere/Ada)
-  bool clusters      = false;  // cluster launch supported and sm_90 code loaded
-  bool cooperative   = false;  // cooperative launch supported (grid groups)
-  bool available     = false;  // cc >= 8.0 and the kernels load
+  int device              = -1;
+  int cc                  = 0;  // 10*major + minor
+  int sms                 = 0;
+  int smem_optin          = 0;  // opt-in shared memory per block (bytes)
+  int smem_per_sm         = 0;  // shared memory per SM at the largest carveout (bytes)
+  int smem_reserved       = 0;  // shared memory the system reserves per block (bytes)
+  int l2_bytes            = 0;
+  double dram_bytes_per_s = 0;      // peak DRAM bandwidth: 2 x memory clock x bus width (0: not reported)
+  int binary_version      = 0;      // of the loaded machine code (90 on Hopper, 80 on Ampere/Ada)
+  bool clusters           = false;  // cluster launch supported and sm_90 code loaded
+  bool cooperative        = false;  // cooperative launch supported (grid groups)
+  bool available          = false;  // cc >= 8.0 and the kernels load
 };
 
 // Throws std::runtime_error("softfuse::cuda_specialized::softmax: <what>: <CUDA error>").
