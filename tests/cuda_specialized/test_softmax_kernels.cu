@@ -314,6 +314,37 @@ static std::int64_t rows_for(std::int64_t cols, std::int64_t budget) {
 
 enum class Suite { full, small, sanitize };
 
+// The plans of this device with its DRAM bandwidth set to an H100's and an H200's peak (2 x memory clock x bus
+// width): rows that clusters of 16 hold take the chunk stream below kStreamMaxPeakBytesPerSm per SM and clusters
+// beyond it; longer rows the stream either way.
+static void check_bandwidth_rule(const im::DeviceInfo& device) {
+  if (!device.clusters || !device.cooperative || device.sms < 100) return;  // the H100's and H200's regimes only
+  const auto plan = [&](double bytes_per_s, std::int64_t cols) {
+    im::DeviceInfo di     = device;
+    di.dram_bytes_per_s   = bytes_per_s;
+    const float* const xy = nullptr;
+    return im::make_plan(di, im::Problem<float>{xy, cols, const_cast<float*>(xy), cols, 64, cols});
+  };
+  const double h100 = 2 * 2619e6 * 640, h200 = 2 * 3201e6 * 768;
+  const struct {
+    double bytes_per_s;
+    std::int64_t cols;
+    im::Regime regime;
+  } cases[] = {{h100, 393216, im::Regime::stream},
+               {h200, 393216, im::Regime::row},
+               {h200, 131072, im::Regime::row},
+               {h100, 524288, im::Regime::stream},
+               {h200, 524288, im::Regime::stream}};
+  for (const auto& c : cases) {
+    const im::Plan p = plan(c.bytes_per_s, c.cols);
+    const bool ok    = p.regime == c.regime && (c.regime != im::Regime::row || p.cluster > 1);
+    std::printf("%-4s %.2f TB/s, %lld columns: %s\n", ok ? "ok" : "FAIL", c.bytes_per_s / 1e12,
+                static_cast<long long>(c.cols), im::describe(p).c_str());
+    ++g_cases;
+    if (!ok) ++g_failed;
+  }
+}
+
 template <class T>
 void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
   const bool small                    = suite != Suite::full;
@@ -595,6 +626,7 @@ int main(int argc, char** argv) {
   const im::DeviceInfo& di = im::device_info(dev);
   std::printf("device %d: %s, cc %d, %d SMs, L2 %d B, smem/block opt-in %d B, sm_%d code, clusters %s\n", dev,
               prop.name, di.cc, di.sms, di.l2_bytes, di.smem_optin, di.binary_version, di.clusters ? "yes" : "no");
+  check_bandwidth_rule(di);
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   check_suite<float>(di, stream, suite);
