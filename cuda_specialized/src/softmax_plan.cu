@@ -49,6 +49,9 @@ bool fit_row(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
   }
   return false;
 }
+// The device's DRAM moves more per SM than a chunk stream keeps up with (kStreamMaxPeakBytesPerSm).
+bool stream_outrun(const DeviceInfo& di) { return di.dram_bytes_per_s > kStreamMaxPeakBytesPerSm * di.sms; }
+
 // The chunk-stream plan for the row (kStream* in softmax_plan.hpp); false if none can run.
 template <class T>
 bool choose_stream(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
@@ -61,12 +64,13 @@ bool choose_stream(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
   StreamShape<T> sh;
   const bool fits = stream_shape<T>(di, cand, cols, sh);
   if (sh.blocks <= 0) return false;  // no resident grid (or no cooperative launch)
-  // Whole rows per step: the largest multiple of the row's chunks that the resident blocks hold,
-  // if it keeps kStreamAlignedMinShare of them busy.
+  // Where the device outruns the stream, whole rows per step: the largest multiple of the row's
+  // chunks that the resident blocks hold, if it keeps kStreamAlignedMinShare of them busy.
   const std::int64_t aligned = sh.blocks / sh.nchunks * sh.nchunks;
-  if (fits && aligned * 100 >= kStreamAlignedMinShare * sh.blocks) {
+  const bool outrun          = stream_outrun(di);
+  if (outrun && fits && aligned * 100 >= kStreamAlignedMinShare * sh.blocks) {
     cand.grid = aligned;
-  } else if (!fits || sh.nchunks > kStreamShortRowChunks) {
+  } else if (!outrun || !fits || sh.nchunks > kStreamShortRowChunks) {
     cand.buffers = 5;
     cand.lead    = 3;
     cand.chunk   = kStreamLongChunkBytes / static_cast<std::int64_t>(sizeof(T));
@@ -111,8 +115,8 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
   // replaced: 256 KB - 6 MB rows 89.6-98.1% of copy against 38-91% (clusters of 2 to 16, grid
   // groups, split); 128 KB rows 92.1% against 93.8% for clusters of 2, which keep 64-128 KB.
   // Where the device outruns the stream (kStreamMaxPeakBytesPerSm), rows that clusters of 16 hold take clusters.
-  const bool stream_outrun = di.dram_bytes_per_s > kStreamMaxPeakBytesPerSm * di.sms && row_bytes <= kRowGroupMinBytes;
-  if (stream && !stream_outrun && plan.vec > 1 && row_bytes > kRowSingleBlockMinBytes &&
+  const bool clusters_first = stream_outrun(di) && row_bytes <= kRowGroupMinBytes;
+  if (stream && !clusters_first && plan.vec > 1 && row_bytes > kRowSingleBlockMinBytes &&
       choose_stream<T>(di, cols, plan))
     return true;
   // Rows beyond 16 blocks of kRowClusterWideBytes, where clusters of 16 need one 512-thread

@@ -114,14 +114,15 @@ constexpr std::int64_t kSplitChunkBytes        = 64 * 1024;
 // most kSplitMaxPartials partials.
 constexpr std::int64_t kSplitMinL2Rows   = 4;
 constexpr std::int64_t kSplitMaxPartials = std::int64_t(1) << 20;
-// Chunk streams: chunks of kStreamShortChunkBytes in 4 buffers per block, reduced 2 steps ahead,
-// on a grid of whole rows per step (the largest multiple of the row's chunks the resident blocks
-// hold) where that keeps at least kStreamAlignedMinShare % of them; otherwise on all resident
-// blocks, and rows of more than kStreamShortRowChunks chunks then in chunks of
-// kStreamLongChunkBytes in 5 buffers, 3 steps ahead (a row may span two steps of the grid).
-// H100, % of the same-run copy (log added by commit a1c2fee; docs/chunk_stream.md):
-// whole rows per step 96.2-98.0 % for 1.5-3 MB rows against 91.0-95.0 % on all 132 blocks; 4 MB
-// rows (86 chunks: 86 blocks) stay on the 5 x 40 KB plan at ~90 %.
+// Chunk streams: chunks of kStreamLongChunkBytes in 5 buffers per block, reduced 3 steps ahead (a row
+// may span two steps of the grid), on all resident blocks. Where the device outruns the stream
+// (kStreamMaxPeakBytesPerSm below), chunks of kStreamShortChunkBytes in 4 buffers, reduced 2 steps
+// ahead, on a grid of whole rows per step (the largest multiple of the row's chunks the resident
+// blocks hold) where that keeps at least kStreamAlignedMinShare % of them, else on all resident
+// blocks for rows of at most kStreamShortRowChunks chunks. Kernels alone, % of the same-run copy
+// (perf/results/*/cuda_exp_select_ab.json, commit d03fafa; docs/chunk_stream.md): H100, 5 x 40 KB
+// 98.2-99.2 % against 96.0-97.1 % for 4 x 48 KB whole rows per step (512 KB - 2 MB rows); H200,
+// 75.3-75.5 % against 82.4-85.8 %.
 constexpr std::int64_t kStreamShortChunkBytes = 48 * 1024;
 constexpr std::int64_t kStreamShortRowChunks  = 32;
 constexpr std::int64_t kStreamAlignedMinShare = 95;
