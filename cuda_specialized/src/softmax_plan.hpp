@@ -119,7 +119,8 @@ constexpr std::int64_t kSplitMaxPartials = std::int64_t(1) << 20;
 // (kStreamMaxPeakBytesPerSm below), chunks of kStreamShortChunkBytes in 4 buffers, reduced 2 steps
 // ahead, on a grid of whole rows per step (the largest multiple of the row's chunks the resident
 // blocks hold) where that keeps at least kStreamAlignedMinShare % of them, else on all resident
-// blocks for rows of at most kStreamShortRowChunks chunks. Kernels alone, % of the same-run copy
+// blocks for rows of at most kStreamShortRowChunks chunks; rows beyond one step of the grid in such
+// chunks take the split path there. Kernels alone, % of the same-run copy
 // (perf/results/*/cuda_exp_select_ab.json, commit d03fafa; docs/chunk_stream.md): H100, 5 x 40 KB
 // 98.2-99.2 % against 96.0-97.1 % for 4 x 48 KB whole rows per step (512 KB - 2 MB rows); H200,
 // 75.3-75.5 % against 82.4-85.8 %.

@@ -330,11 +330,10 @@ static void check_bandwidth_rule(const im::DeviceInfo& device) {
     std::int64_t cols;
     im::Regime regime;
     int buffers;  // stream plans: chunks per block (5 x 40 KB, or 4 x 48 KB where the device outruns the stream)
-  } cases[] = {{h100, 393216, im::Regime::stream, 5},
-               {h200, 393216, im::Regime::row, 0},
-               {h200, 131072, im::Regime::row, 0},
-               {h100, 524288, im::Regime::stream, 5},
-               {h200, 524288, im::Regime::stream, 4}};
+  } cases[] = {{h100, 393216, im::Regime::stream, 5}, {h200, 393216, im::Regime::row, 0},
+               {h200, 131072, im::Regime::row, 0},    {h100, 524288, im::Regime::stream, 5},
+               {h200, 524288, im::Regime::stream, 4}, {h100, 2097152, im::Regime::stream, 5},
+               {h200, 2097152, im::Regime::split, 0}};
   for (const auto& c : cases) {
     const im::Plan p = plan(c.bytes_per_s, c.cols);
     const bool ok    = p.regime == c.regime && (c.regime != im::Regime::row || p.cluster > 1) &&
