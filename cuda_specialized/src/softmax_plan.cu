@@ -74,7 +74,7 @@ bool choose_stream(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
     // Rows beyond one step of the grid: the split path (H200, 8 MB rows: 64.9 % of copy against 55.5 % in
     // 5 x 40 KB chunks; perf/results/h200/cuda_exp_select_ab.json).
     return false;
-  } else if (!outrun || !fits || sh.nchunks > kStreamShortRowChunks) {
+  } else if (!outrun || sh.nchunks > kStreamShortRowChunks) {
     cand.buffers = 5;
     cand.lead    = 3;
     cand.chunk   = kStreamLongChunkBytes / static_cast<std::int64_t>(sizeof(T));

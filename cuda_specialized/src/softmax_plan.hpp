@@ -128,10 +128,10 @@ constexpr std::int64_t kStreamShortChunkBytes = 48 * 1024;
 constexpr std::int64_t kStreamShortRowChunks  = 32;
 constexpr std::int64_t kStreamAlignedMinShare = 95;
 constexpr std::int64_t kStreamLongChunkBytes  = 40 * 1024;
-// A chunk stream moves about 27 GB/s per SM at most (H200, commit 8f3e116; 23 GB/s before d03fafa), its cost per
-// chunk step bounding it. Where the device's peak DRAM bandwidth per SM is beyond kStreamMaxPeakBytesPerSm (H200:
-// 37 GB/s; H100: 25 GB/s), rows that clusters of 16 hold take clusters (H200, 1-1.5 MB rows: 83-85 % of copy, the
-// stream 83-86 %), and the stream keeps the longer ones in 4 x 48 KB chunks.
+// A chunk stream moves about 27 GB/s per SM at most (H200, kernels alone at commit d03fafa: 85.8 % of a 4.25 TB/s
+// copy; 23 GB/s before), its cost per chunk step bounding it. Where the device's peak DRAM bandwidth per SM is beyond
+// kStreamMaxPeakBytesPerSm (H200: 37 GB/s; H100: 25 GB/s), rows that clusters of 16 hold take clusters (H200, 1-1.5 MB
+// rows: 82.0-84.5 % of copy, the stream 83.2-85.8 %), and the stream keeps the longer ones in 4 x 48 KB chunks.
 constexpr double kStreamMaxPeakBytesPerSm = 30e9;
 
 std::string describe(const Plan& plan);

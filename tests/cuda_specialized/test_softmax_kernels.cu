@@ -315,8 +315,9 @@ static std::int64_t rows_for(std::int64_t cols, std::int64_t budget) {
 enum class Suite { full, small, sanitize };
 
 // The plans of this device with its DRAM bandwidth set to an H100's and an H200's peak (2 x memory clock x bus
-// width): rows that clusters of 16 hold take the chunk stream below kStreamMaxPeakBytesPerSm per SM and clusters
-// beyond it; longer rows the stream either way.
+// width): below kStreamMaxPeakBytesPerSm per SM every row past one SM takes the chunk stream in 5 x 40 KB chunks;
+// beyond it rows that clusters of 16 hold take clusters, longer ones the stream in 4 x 48 KB chunks, and rows beyond
+// one step of that stream the split path.
 static void check_bandwidth_rule(const im::DeviceInfo& device) {
   if (!device.clusters || !device.cooperative || device.sms < 100) return;  // the H100's and H200's regimes only
   const auto plan = [&](double bytes_per_s, std::int64_t cols) {
