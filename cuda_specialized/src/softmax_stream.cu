@@ -189,8 +189,8 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
   cp_async_wait<0>();
 }
 
-// The (buffers, lead) pairs compiled: the two the plan picks (4/2, 5/3), and 6/4, 5/2 and 6/3, the
-// benchmark's alternatives for long rows (5/2 and 6/3: more chunks loading at a time).
+// The (buffers, lead) pairs compiled: the two the plan picks (4/2, 5/3) and 6/4, the
+// benchmark's alternative for long rows.
 template <class T, int V>
 const void* stream_kernel_v(int threads, int buffers, int lead) {
   if (threads != kStreamThreads) return nullptr;
@@ -198,8 +198,6 @@ const void* stream_kernel_v(int threads, int buffers, int lead) {
     case 4 * 16 + 2: return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, 4, 2>);
     case 5 * 16 + 3: return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, 5, 3>);
     case 6 * 16 + 4: return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, 6, 4>);
-    case 5 * 16 + 2: return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, 5, 2>);
-    case 6 * 16 + 3: return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, 6, 3>);
     default: return nullptr;
   }
 }
