@@ -35,6 +35,7 @@
 # portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
 # plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
 # the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
+# SOFTFUSE_PLAN_SHAPES limits portable's plan sweep to those shapes (e.g. 4096x393216,8192x32768).
 # portable-profile builds the plan sweep only, times the plans of SOFTFUSE_PLAN_SHAPES (default: the profiled shapes)
 # and profiles plan_rows' kernels on SOFTFUSE_PROFILE_SHAPES with Nsight Compute (ncu_SHAPE.txt).
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
@@ -299,7 +300,8 @@ if [ "$what" = portable ]; then
   [ $status -eq 0 ] || finish
   stage unit_cuda "$build/tests/softfuse_unit_cuda" ${SOFTFUSE_GTEST_ARGS:-}
   grep -E "^\[  (PASSED|FAILED) |tests ran" "$logs/unit_cuda.log" | tee -a "$OUT/summary.txt"
-  stage portable_plans "$build/perf/softfuse_bench_portable_plans" --json="$logs/plans.json"
+  stage portable_plans "$build/perf/softfuse_bench_portable_plans" ${SOFTFUSE_PLAN_SHAPES:+--shapes=$SOFTFUSE_PLAN_SHAPES} \
+    --json="$logs/plans.json"
   plans_json "$logs/plans.json" >"$OUT/portable_plans.json"
   grep -E "plan_rows|WRONG" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
   stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
@@ -323,9 +325,9 @@ if [ "$what" = portable-profile ]; then
   grep -E "of copy" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
   # one launch of each row kernel of plan_rows' plan, after two warm calls: launch, occupancy, memory, warp states
   for shape in ${shapes//,/ }; do
-    stage "ncu_$shape" ncu --clock-control none --kernel-name-base demangled -k "regex:RowFunctor|RowsFunctor|SplitStats|SplitWrite" --launch-skip 2 \
+    stage "ncu_$shape" ncu --clock-control none --kernel-name-base demangled -k "regex:RowFunctor|RowsFunctor|ChunksFunctor|SplitStats|SplitWrite" --launch-skip 2 \
       --launch-count 2 --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats \
-      --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters "$plans" --shapes="$shape" \
+      --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis --section SourceCounters "$plans" --shapes="$shape" \
       --plans=chosen --reps=4
     cp "$logs/ncu_$shape.log" "$OUT/ncu_$shape.txt"
   done

@@ -85,6 +85,32 @@ TEST_F(TestCategory, softmax_held_rows_and_chunks_portable) {
   }
 }
 
+// Rows whose maximum keeps rising along the row, far enough that every block a GPU worker takes lies more than
+// kHeldShiftSlack above the one before (a worker's held exponentials rescaled at each block), and rows rising
+// slowly (never rescaled, the worker's shift below its maximum), in every regime that holds rows: packed, team
+// and chunked, with -inf and NaN after the rise, against the double reference.
+TEST_F(TestCategory, softmax_rising_rows_portable) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::uint64_t seed = 4900;
+  for (std::size_t cols :
+       {std::size_t(100), std::size_t(1000), std::size_t(8192), std::size_t(40000), std::size_t(262147)}) {
+    const std::size_t rows = cols > 100000 ? 64 : 40;
+    auto v                 = random_values<float>(rows * cols, -1.0, 1.0, seed++);
+    for (std::size_t i = 0; i < rows; ++i) {
+      // per element: 0.1 rises by more than 16 between a GPU worker's blocks (every 256 to 8192 elements)
+      const double slope = i % 4 == 0 ? 0.1 : (i % 4 == 1 ? 1e-4 : (i % 4 == 2 ? -0.1 : 0.0));
+      for (std::size_t j = 0; j < cols; ++j) v[i * cols + j] += static_cast<float>(slope * double(j));
+    }
+    v[5 * cols + cols - 1] = -inf;  // a rising row ending in -inf
+    v[8 * cols + cols / 2] = nan;   // a NaN row
+    for (bool in_place : {false, true}) {
+      run_case<float, Kokkos::LayoutRight>(rows, cols, v, in_place, softfuse::Implementation::portable);
+      run_case<double, Kokkos::LayoutRight>(rows, cols, std::vector<double>(v.begin(), v.end()), in_place,
+                                            softfuse::Implementation::portable);
+    }
+  }
+}
+
 // The specialized kernels keep the portable path's semantics for special values, layouts they take
 // (padded rows) and in place.
 TEST_F(TestCategory, softmax_special_values_specialized) {

@@ -82,7 +82,8 @@ struct ChunkedRowsFunctor {
     const auto x_rest = Kokkos::subview(x, row, Kokkos::make_pair(mid, end));
     const ShiftedOp<Op> op_held{op, begin}, op_rest{op, mid};
 
-    RowStats<T> stats = row_stats<T, B, interleaved, Pipelined>(workers, x_held, cache, op_held);
+    T shift           = 0;
+    RowStats<T> stats = held_row_stats<T, B, Pipelined>(workers, x_held, cache, op_held, shift);
     if (mid < end)
       stats = RowStats<T>::combine(stats, row_stats<T, B, interleaved, Pipelined>(workers, x_rest, NoCache(), op_rest));
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
@@ -104,8 +105,8 @@ struct ChunkedRowsFunctor {
     });
     const RowStats<T> row_total = join_workers(workers, mine);
     const T inv                 = row_total.inverse_sum();
-    row_write<T, B, interleaved>(workers, x_held, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache,
-                                 op_held, row_total.max, inv);
+    held_row_write<T, B>(workers, Kokkos::subview(y, row, Kokkos::make_pair(begin, mid)), cache, shift, row_total.max,
+                         inv);
     if (mid < end)
       row_write<T, B, interleaved>(workers, x_rest, Kokkos::subview(y, row, Kokkos::make_pair(mid, end)), NoCache(),
                                    op_rest, row_total.max, inv);

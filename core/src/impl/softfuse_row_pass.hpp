@@ -225,12 +225,115 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
   });
 }
 
+/// Held rows on GPUs (interleaved blocks, the row held in `cache`): one exponential per element. The statistics
+/// pass keeps e = exp(v - s) in the cache, s its worker's shift: the worker's first finite block maximum, raised to a
+/// block's maximum (and the worker's held exponentials rescaled) only where that exceeds s by more than
+/// kHeldShiftSlack, so e stays below exp(kHeldShiftSlack) and s within kHeldShiftSlack of the worker's maximum. The
+/// write pass is y = e * (exp(s - max) / sum): one exponential per worker instead of one per element. A worker of
+/// -inf and NaN only keeps s = -inf and exp(v) (0 or NaN), which its factor 0 keeps at 0 (or NaN).
+/// x - max becomes (v - s) + (s - max): two roundings instead of one (docs/portable_path.md).
+constexpr int kHeldShiftSlack = 16;
+
+/// The statistics of a held row, every worker getting the row's, and its own shift in `shift` (for held_row_write).
+/// Pipelined: a worker loads its next block before it computes the current one.
+template <class T, int B, bool Pipelined, class Workers, class XRow, class Cache, class Op>
+KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
+                                                  const Op& op, T& shift) {
+  const std::int64_t n = x_row.extent(0);
+  const RowBlocks<B, true> blocks(n, workers.count());
+  const std::int64_t dj = blocks.spacing();
+  T max = -Infinity<T>::value, s = -Infinity<T>::value;
+  double sum             = 0;  // of the worker's e = exp(v - s)
+  const auto load_padded = [&](const std::int64_t j0, const int len, T(&v)[B]) {
+    if (len == B) {
+      for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+    } else {
+      for (int l = 0; l < B; ++l)
+        v[l] = l < len ? op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj))) : -Infinity<T>::value;
+    }
+  };
+  const auto add_block = [&](const std::int64_t lane, const std::int64_t j0, const int len, const T(&v)[B]) {
+    T block_max[2] = {-Infinity<T>::value, -Infinity<T>::value};  // NaN ignored: it poisons the sum
+    for (int l = 0; l < B; ++l) block_max[l & 1] = v[l] > block_max[l & 1] ? v[l] : block_max[l & 1];
+    const T m = block_max[1] > block_max[0] ? block_max[1] : block_max[0];
+    max       = m > max ? m : max;
+    if (m > s + T(kHeldShiftSlack)) {  // the first finite block, or a maximum far above s (rare)
+      if (s > -Infinity<T>::value) {
+        const T f = row_exp(s - m);
+        sum *= static_cast<double>(f);
+        for (std::int64_t jp = blocks.begin(lane); jp < j0; jp += blocks.step())
+          for (int l = 0; l < B; ++l) cache(jp + l * dj) *= f;  // the worker's earlier blocks are full
+      }
+      s = m;
+    }
+    const T base = s == -Infinity<T>::value ? T(0) : s;
+    T part       = 0;
+    for (int l = 0; l < B; ++l) {
+      const T e = row_exp(v[l] - base);
+      part += e;
+      if (len == B || l < len) cache(j0 + l * dj) = e;
+    }
+    sum += static_cast<double>(part);
+  };
+  Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
+    std::int64_t j0 = blocks.begin(lane);
+    if (j0 >= n) return;
+    int len = blocks.length(j0);
+    T v[B];
+    load_padded(j0, len, v);
+    while (true) {
+      const std::int64_t j1 = j0 + blocks.step();
+      const int next_len    = j1 < n ? blocks.length(j1) : 0;
+      T next[B];
+      if (Pipelined && next_len > 0) load_padded(j1, next_len, next);
+      add_block(lane, j0, len, v);
+      if (next_len == 0) return;
+      if (!Pipelined) load_padded(j1, next_len, next);
+      for (int l = 0; l < B; ++l) v[l] = next[l];
+      j0  = j1;
+      len = next_len;
+    }
+  });
+  shift = s;
+  return join_workers(workers, RowStats<T>{max, s == max ? sum : sum * static_cast<double>(row_exp(s - max))});
+}
+
+/// y_row(j) = e_j * exp(shift - max) * inv, e_j from `cache` (filled by held_row_stats with the same workers).
+template <class T, int B, class Workers, class YRow, class Cache>
+KOKKOS_INLINE_FUNCTION void held_row_write(const Workers& workers, const YRow& y_row, const Cache& cache, const T shift,
+                                           const T max, const T inv) {
+  const std::int64_t n = y_row.extent(0);
+  const RowBlocks<B, true> blocks(n, workers.count());
+  const std::int64_t dj = blocks.spacing();
+  const T factor        = (shift == -Infinity<T>::value ? T(0) : row_exp(shift - max)) * inv;
+  Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
+    for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
+      const int len = blocks.length(j0);
+      if (len == B) {
+        T e[B];
+        for (int l = 0; l < B; ++l) e[l] = cache(j0 + l * dj);
+        for (int l = 0; l < B; ++l) y_row(j0 + l * dj) = e[l] * factor;
+      } else {
+        for (int l = 0; l < len; ++l) y_row(j0 + l * dj) = cache(j0 + l * dj) * factor;
+      }
+    }
+  });
+}
+
 /// Both passes over one row: y_row = softmax(op(j, x_row(j))).
-template <class T, int B, bool Interleaved, class Workers, class XRow, class YRow, class Cache, class Op>
+/// Held rows on GPUs: held_row_stats and held_row_write (Pipelined: loading a block ahead).
+template <class T, int B, bool Interleaved, bool Pipelined = false, class Workers, class XRow, class YRow, class Cache,
+          class Op>
 KOKKOS_INLINE_FUNCTION void row_softmax_pass(const Workers& workers, const XRow& x_row, const YRow& y_row,
                                              const Cache& cache, const Op& op) {
-  const RowStats<T> stats = row_stats<T, B, Interleaved>(workers, x_row, cache, op);
-  row_write<T, B, Interleaved>(workers, x_row, y_row, cache, op, stats.max, stats.inverse_sum());
+  if constexpr (Interleaved && Kokkos::is_view<Cache>::value) {
+    T shift                 = 0;
+    const RowStats<T> stats = held_row_stats<T, B, Pipelined>(workers, x_row, cache, op, shift);
+    held_row_write<T, B>(workers, y_row, cache, shift, stats.max, stats.inverse_sum());
+  } else {
+    const RowStats<T> stats = row_stats<T, B, Interleaved>(workers, x_row, cache, op);
+    row_write<T, B, Interleaved>(workers, x_row, y_row, cache, op, stats.max, stats.inverse_sum());
+  }
 }
 
 }  // namespace Impl
