@@ -28,9 +28,10 @@ using memory_space = typename TestExecSpace::memory_space;
 // Softmax against the fp64 reference of the same inputs. Per element, relative where the reference
 // is >= 1e-30 (absolute 1e-37 below): such an output has |x - max| < 69, so rounding x - max in T
 // costs at most half an ulp of 64, 2^-18 = 3.8e-6 for float (2^-47 for double), twice that on the host
-// row pass (x - its chunk's maximum, then that maximum - the row's); exp adds about 2 ulp (twice on
-// the host) and the normalization two or three roundings, the sum being accumulated in double. Row sums:
-// y is divided by the sum of the very exponentials it is made of, so it sums to 1 within a few roundings.
+// row pass and in rows held on GPUs (x - its chunk's maximum or its worker's shift, then that - the row's);
+// exp adds about 2 ulp (twice there) and the normalization two or three roundings, the sum being accumulated in
+// double. Row sums: y is divided by the sum of the very exponentials it is made of, so it sums to 1 within a few
+// roundings.
 template <class T>
 struct Tolerance;
 template <>
