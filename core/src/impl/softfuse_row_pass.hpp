@@ -103,6 +103,18 @@ KOKKOS_INLINE_FUNCTION RowStats<T> join_workers(const Workers& workers, const Ro
   return {max, sum};
 }
 
+/// v = op(j, x_row(j)) for the block of `len` elements at j0, j0 + dj, ..., padded with -inf to B.
+template <class T, int B, class XRow, class Op>
+KOKKOS_INLINE_FUNCTION void load_block_padded(const XRow& x_row, const Op& op, const std::int64_t j0,
+                                              const std::int64_t dj, const int len, T (&v)[B]) {
+  if (len == B) {
+    for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
+  } else {
+    for (int l = 0; l < B; ++l)
+      v[l] = l < len ? op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj))) : -Infinity<T>::value;
+  }
+}
+
 /// Max and sum of exp(v - max) over v = op(j, x_row(j)), every worker getting the result; keeps v in
 /// `cache` (a View of the row's extent, or NoCache).
 /// Interleaved (GPUs): one lane per worker, so a lane's statistics stay in its worker and join_workers joins
@@ -116,15 +128,9 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
   constexpr bool cached = Kokkos::is_view<Cache>::value;
   const std::int64_t n  = x_row.extent(0);
   const RowBlocks<B, Interleaved> blocks(n, workers.count());
-  const std::int64_t dj = blocks.spacing();
-  // v = the block at j0 of len elements, padded with -inf
+  const std::int64_t dj  = blocks.spacing();
   const auto load_padded = [&](const std::int64_t j0, const int len, T(&v)[B]) {
-    if (len == B) {
-      for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
-    } else {
-      for (int l = 0; l < B; ++l)
-        v[l] = l < len ? op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj))) : -Infinity<T>::value;
-    }
+    load_block_padded<T, B>(x_row, op, j0, dj, len, v);
   };
   const auto pipelined_stats = [&](const std::int64_t lane, RowStats<T>& acc) {
     std::int64_t j0 = blocks.begin(lane);
@@ -245,12 +251,7 @@ KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const 
   T max = -Infinity<T>::value, s = -Infinity<T>::value;
   double sum             = 0;  // of the worker's e = exp(v - s)
   const auto load_padded = [&](const std::int64_t j0, const int len, T(&v)[B]) {
-    if (len == B) {
-      for (int l = 0; l < B; ++l) v[l] = op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj)));
-    } else {
-      for (int l = 0; l < B; ++l)
-        v[l] = l < len ? op(j0 + l * dj, static_cast<T>(x_row(j0 + l * dj))) : -Infinity<T>::value;
-    }
+    load_block_padded<T, B>(x_row, op, j0, dj, len, v);
   };
   const auto add_block = [&](const std::int64_t lane, const std::int64_t j0, const int len, const T(&v)[B]) {
     T block_max[2] = {-Infinity<T>::value, -Infinity<T>::value};  // NaN ignored: it poisons the sum
