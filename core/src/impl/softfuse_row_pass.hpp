@@ -115,6 +115,32 @@ KOKKOS_INLINE_FUNCTION void load_block_padded(const XRow& x_row, const Op& op, c
   }
 }
 
+/// A worker's interleaved blocks of x_row (GPUs), lane `lane` of `blocks`: each loaded padded with -inf and handed to
+/// add(j0, len, v). Pipelined: the worker loads its next block before add runs on the current one, so its loads stay
+/// in flight while it computes (twice the registers for values).
+template <class T, int B, bool Pipelined, class XRow, class Op, class Add>
+KOKKOS_INLINE_FUNCTION void for_lane_blocks(const RowBlocks<B, true>& blocks, const std::int64_t lane,
+                                            const XRow& x_row, const Op& op, const Add& add) {
+  const std::int64_t n = x_row.extent(0), dj = blocks.spacing();
+  std::int64_t j0 = blocks.begin(lane);
+  if (j0 >= n) return;
+  int len = blocks.length(j0);
+  T v[B];
+  load_block_padded<T, B>(x_row, op, j0, dj, len, v);
+  while (true) {
+    const std::int64_t j1 = j0 + blocks.step();
+    const int next_len    = j1 < n ? blocks.length(j1) : 0;
+    T next[B];
+    if (Pipelined && next_len > 0) load_block_padded<T, B>(x_row, op, j1, dj, next_len, next);
+    add(j0, len, v);
+    if (next_len == 0) return;
+    if (!Pipelined) load_block_padded<T, B>(x_row, op, j1, dj, next_len, next);
+    for (int l = 0; l < B; ++l) v[l] = next[l];
+    j0  = j1;
+    len = next_len;
+  }
+}
+
 /// Max and sum of exp(v - max) over v = op(j, x_row(j)), every worker getting the result; keeps v in
 /// `cache` (a View of the row's extent, or NoCache).
 /// Interleaved (GPUs): one lane per worker, so a lane's statistics stay in its worker and join_workers joins
@@ -128,31 +154,7 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
   constexpr bool cached = Kokkos::is_view<Cache>::value;
   const std::int64_t n  = x_row.extent(0);
   const RowBlocks<B, Interleaved> blocks(n, workers.count());
-  const std::int64_t dj  = blocks.spacing();
-  const auto load_padded = [&](const std::int64_t j0, const int len, T(&v)[B]) {
-    load_block_padded<T, B>(x_row, op, j0, dj, len, v);
-  };
-  const auto pipelined_stats = [&](const std::int64_t lane, RowStats<T>& acc) {
-    std::int64_t j0 = blocks.begin(lane);
-    if (j0 >= n) return;
-    int len = blocks.length(j0);
-    T v[B];
-    load_padded(j0, len, v);
-    while (true) {
-      const std::int64_t j1 = j0 + blocks.step();
-      const int next_len    = j1 < n ? blocks.length(j1) : 0;
-      T next[B];
-      if (next_len > 0) load_padded(j1, next_len, next);
-      if constexpr (cached)
-        for (int l = 0; l < B; ++l)
-          if (len == B || l < len) cache(j0 + l * dj) = v[l];
-      acc.add_block(v, B);
-      if (next_len == 0) return;
-      for (int l = 0; l < B; ++l) v[l] = next[l];
-      j0  = j1;
-      len = next_len;
-    }
-  };
+  const std::int64_t dj = blocks.spacing();
   const auto lane_stats = [&](const std::int64_t lane, RowStats<T>& acc) {
     for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
       const int len = blocks.length(j0);
@@ -181,7 +183,12 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
     RowStats<T> mine = RowStats<T>::identity();
     Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
       if constexpr (Pipelined)
-        pipelined_stats(lane, mine);
+        for_lane_blocks<T, B, true>(blocks, lane, x_row, op, [&](const std::int64_t j0, const int len, const T(&v)[B]) {
+          if constexpr (cached)
+            for (int l = 0; l < B; ++l)
+              if (len == B || l < len) cache(j0 + l * dj) = v[l];
+          mine.add_block(v, B);
+        });
       else
         lane_stats(lane, mine);
     });
@@ -249,10 +256,7 @@ KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const 
   const RowBlocks<B, true> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
   T max = -Infinity<T>::value, s = -Infinity<T>::value;
-  double sum             = 0;  // of the worker's e = exp(v - s)
-  const auto load_padded = [&](const std::int64_t j0, const int len, T(&v)[B]) {
-    load_block_padded<T, B>(x_row, op, j0, dj, len, v);
-  };
+  double sum           = 0;  // of the worker's e = exp(v - s)
   const auto add_block = [&](const std::int64_t lane, const std::int64_t j0, const int len, const T(&v)[B]) {
     T block_max[2] = {-Infinity<T>::value, -Infinity<T>::value};  // NaN ignored: it poisons the sum
     for (int l = 0; l < B; ++l) block_max[l & 1] = v[l] > block_max[l & 1] ? v[l] : block_max[l & 1];
@@ -277,23 +281,9 @@ KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const 
     sum += static_cast<double>(part);
   };
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
-    std::int64_t j0 = blocks.begin(lane);
-    if (j0 >= n) return;
-    int len = blocks.length(j0);
-    T v[B];
-    load_padded(j0, len, v);
-    while (true) {
-      const std::int64_t j1 = j0 + blocks.step();
-      const int next_len    = j1 < n ? blocks.length(j1) : 0;
-      T next[B];
-      if (Pipelined && next_len > 0) load_padded(j1, next_len, next);
-      add_block(lane, j0, len, v);
-      if (next_len == 0) return;
-      if (!Pipelined) load_padded(j1, next_len, next);
-      for (int l = 0; l < B; ++l) v[l] = next[l];
-      j0  = j1;
-      len = next_len;
-    }
+    for_lane_blocks<T, B, Pipelined>(
+        blocks, lane, x_row, op,
+        [&](const std::int64_t j0, const int len, const T(&v)[B]) { add_block(lane, j0, len, v); });
   });
   shift = s;
   return join_workers(workers, RowStats<T>{max, s == max ? sum : sum * static_cast<double>(row_exp(s - max))});
