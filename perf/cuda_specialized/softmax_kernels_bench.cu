@@ -177,7 +177,9 @@ static void bench_shape(const std::string& group, float* dx, float* dy, std::int
                 br.plan.c_str(), e.what());
     return;
   }
-  CK(cudaMemset(dy, 0xFF, rows * cols * sizeof(float)));  // poison (NaN pattern) before timing
+  // poison (NaN pattern) before timing, on the timed stream: a cudaMemset on the legacy stream is not ordered
+  // with a non-blocking stream, and its last blocks could land after the timed calls' stores
+  CK(cudaMemsetAsync(dy, 0xFF, rows * cols * sizeof(float), stream));
   auto run = [&] {
     if (forced)
       im::run_plan(di, plan, prob, stream);

@@ -58,8 +58,17 @@ RowCheck check_row(const T* x, const T* y, std::int64_t cols) {
     const double r   = ref[static_cast<std::size_t>(c)];
     const double got = static_cast<double>(y[c]);
     if (!std::isfinite(got) || got < 0.0 || got == kPoison) {
+      // how many such columns and where they end: an unwritten chunk and a wrong row total look different
+      const auto bad = [&](std::int64_t k) {
+        const double v = static_cast<double>(y[k]);
+        return !std::isfinite(v) || v < 0.0 || v == kPoison;
+      };
+      std::int64_t n = 0, last = c;
+      for (std::int64_t k = c; k < cols; ++k)
+        if (bad(k)) ++n, last = k;
       rc.ok = false;
-      std::snprintf(rc.why, sizeof(rc.why), "col %lld: got %g, ref %g", (long long)c, got, r);
+      std::snprintf(rc.why, sizeof(rc.why), "col %lld: got %g, ref %g (%lld such columns, the last %lld)", (long long)c,
+                    got, r, (long long)n, (long long)last);
       return rc;
     }
     ysum += got;

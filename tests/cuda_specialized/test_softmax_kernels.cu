@@ -270,6 +270,7 @@ static void check_stream_slots(const im::DeviceInfo& di, cudaStream_t s1) {
     CK(cudaMalloc(&dy[k], n * sizeof(float)));
     CK(cudaMemcpy(dx[k], hx[k].data(), n * sizeof(float), cudaMemcpyHostToDevice));
   }
+  CK(cudaDeviceSynchronize());  // a pageable copy may return before it lands; the calls run on non-blocking streams
   for (std::size_t k = 0; k < calls.size(); ++k)  // no synchronization in between
     sc::softmax(dx[k], calls[k].cols, dy[k], calls[k].cols, calls[k].rows, calls[k].cols, calls[k].s);
   CK(cudaDeviceSynchronize());
@@ -294,6 +295,7 @@ static void check_stream_slots(const im::DeviceInfo& di, cudaStream_t s1) {
     c.seed = seed;
     fill(hx[0], c);
     CK(cudaMemcpy(dx[0], hx[0].data(), hx[0].size() * sizeof(float), cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
     CK(cudaGraphLaunch(exec, s2));
     CK(cudaStreamSynchronize(s2));
     CK(cudaMemcpy(hy[0].data(), dy[0], hy[0].size() * sizeof(float), cudaMemcpyDeviceToHost));
