@@ -112,9 +112,15 @@ const void* cluster_row_kernel(int vec, int threads, int kr);
 template <class T>
 const void* group_row_kernel(int vec, int threads, int kr);
 // buffers/lead: chunks a block holds in shared memory / how many steps ahead of its write it
-// reduces a chunk (4/2, 5/3 and 6/4 compiled)
+// reduces a chunk (4/2, 5/3 and 6/4 compiled); nchunks: the row's chunks, which pick the join
 template <class T>
-const void* stream_kernel(int vec, int threads, int buffers, int lead);
+const void* stream_kernel(int vec, int threads, int buffers, int lead, std::int64_t nchunks);
+// A chunk stream's join: its control warp loads kStreamJoinNarrow partials per lane and round trip
+// (128 per round trip), kStreamJoinWide for rows of more chunks (256, one round trip up to 256
+// chunks; H100, kernels alone: 8 MB rows 73 -> 81 % of copy). The wide join's registers cost rows
+// of fewer chunks 0.5-2.5 % (perf/results/h100/cuda_fetch_batch_ab.json).
+constexpr int kStreamJoinNarrow = 4;
+constexpr int kStreamJoinWide   = 8;
 template <class T>
 const void* split_partial_kernel(int vec);
 template <class T>

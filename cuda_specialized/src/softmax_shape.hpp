@@ -75,12 +75,13 @@ struct StreamShape {
 
 template <class T>
 bool stream_shape(const DeviceInfo& di, const Plan& plan, std::int64_t cols, StreamShape<T>& sh) {
-  if (!di.cooperative) return false;
-  sh.f = stream_kernel<T>(plan.vec, plan.threads, plan.buffers, plan.lead);
-  if (sh.f == nullptr || plan.chunk <= 0 || plan.chunk % plan.vec != 0) return false;
-  sh.kpt                      = static_cast<int>(ceil_div(plan.chunk / plan.vec, plan.threads));
-  const std::int64_t chunk    = static_cast<std::int64_t>(sh.kpt) * plan.threads * plan.vec;
-  sh.nchunks                  = ceil_div(cols, chunk);
+  if (!di.cooperative || plan.vec <= 0 || plan.threads <= 0 || plan.chunk <= 0 || plan.chunk % plan.vec != 0)
+    return false;
+  sh.kpt                   = static_cast<int>(ceil_div(plan.chunk / plan.vec, plan.threads));
+  const std::int64_t chunk = static_cast<std::int64_t>(sh.kpt) * plan.threads * plan.vec;
+  sh.nchunks               = ceil_div(cols, chunk);
+  sh.f                     = stream_kernel<T>(plan.vec, plan.threads, plan.buffers, plan.lead, sh.nchunks);
+  if (sh.f == nullptr) return false;
   sh.smem                     = plan.buffers * chunk * static_cast<std::int64_t>(sizeof(T));
   const std::int64_t resident = max_active(di, sh.f, plan.threads + 32, sh.smem, 0);  // + the control warp
   sh.blocks                   = plan.grid > 0 ? std::min<std::int64_t>(plan.grid, resident) : resident;

@@ -54,7 +54,8 @@ __device__ __forceinline__ MS<T> complete_tagged(const unsigned long long* slot,
   return MS<T>{static_cast<T>(__hiloint2double(half(0), half(1))), __hiloint2double(half(2), half(3))};
 }
 
-template <class T, int V, int NT, int NB, int R>
+// KB: partials a control-warp lane loads per round trip of a join (32 * KB per round trip)
+template <class T, int V, int NT, int NB, int R, int KB>
 __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const StreamArgs<T> a) {
   static_assert(R >= 2 && R <= NB - 2, "reduce lead: at least one load in flight, one step of slack");
   constexpr int NW = NT / 32;
@@ -118,21 +119,20 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
   // (joined in the same order for every chunk of the row, so all get the bitwise-same (M, S)).
   // All of a lane's loads are issued before any is checked: one round trip when all are there.
   auto fetch_total = [&](std::int64_t tk, int p) {
-    constexpr int kBatch         = 4;  // partials per lane and round trip
     const std::int64_t r         = tk / a.nchunks;
     const unsigned long long* pr = a.parts + r * a.nchunks * kStreamSlotWords;
     MS<T> w                      = ms_identity<T>();
-    for (std::int64_t q0 = lane; q0 < a.nchunks; q0 += 32 * kBatch) {
-      unsigned long long v[kBatch][kStreamSlotWords];
+    for (std::int64_t q0 = lane; q0 < a.nchunks; q0 += 32 * KB) {
+      unsigned long long v[KB][kStreamSlotWords];
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
+      for (int u = 0; u < KB; ++u) {
         const std::int64_t q = q0 + 32 * u;
 #pragma unroll
         for (int i = 0; i < kStreamSlotWords; ++i)
           v[u][i] = q < a.nchunks ? ld_relaxed_gpu_u64(pr + q * kStreamSlotWords + i) : 0ull;
       }
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
+      for (int u = 0; u < KB; ++u) {
         const std::int64_t q = q0 + 32 * u;
         if (q < a.nchunks) w = ms_join(w, complete_tagged<T>(pr + q * kStreamSlotWords, v[u], a.epoch));
       }
@@ -190,14 +190,20 @@ __global__ void __launch_bounds__(NT + 32, 1) softmax_stream_kernel(const Stream
 }
 
 // The (buffers, lead) pairs compiled: the two the plan picks (4/2, 5/3) and 6/4, the
-// benchmark's alternative for long rows.
+// benchmark's alternative for long rows; each with the narrow and the wide join.
+template <class T, int V, int NB, int R>
+const void* stream_kernel_join(std::int64_t nchunks) {
+  if (nchunks > 32 * kStreamJoinNarrow)
+    return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, NB, R, kStreamJoinWide>);
+  return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, NB, R, kStreamJoinNarrow>);
+}
 template <class T, int V>
-const void* stream_kernel_v(int threads, int buffers, int lead) {
+const void* stream_kernel_v(int threads, int buffers, int lead, std::int64_t nchunks) {
   if (threads != kStreamThreads) return nullptr;
   switch (buffers * 16 + lead) {
-    case 4 * 16 + 2: return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, 4, 2>);
-    case 5 * 16 + 3: return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, 5, 3>);
-    case 6 * 16 + 4: return reinterpret_cast<const void*>(&softmax_stream_kernel<T, V, kStreamThreads, 6, 4>);
+    case 4 * 16 + 2: return stream_kernel_join<T, V, 4, 2>(nchunks);
+    case 5 * 16 + 3: return stream_kernel_join<T, V, 5, 3>(nchunks);
+    case 6 * 16 + 4: return stream_kernel_join<T, V, 6, 4>(nchunks);
     default: return nullptr;
   }
 }
@@ -205,15 +211,15 @@ const void* stream_kernel_v(int threads, int buffers, int lead) {
 }  // namespace
 
 template <class T>
-const void* stream_kernel(int vec, int threads, int buffers, int lead) {
+const void* stream_kernel(int vec, int threads, int buffers, int lead, std::int64_t nchunks) {
   constexpr int VV = 16 / static_cast<int>(sizeof(T));
-  if (vec == VV) return stream_kernel_v<T, VV>(threads, buffers, lead);
-  if (vec == 1) return stream_kernel_v<T, 1>(threads, buffers, lead);
+  if (vec == VV) return stream_kernel_v<T, VV>(threads, buffers, lead, nchunks);
+  if (vec == 1) return stream_kernel_v<T, 1>(threads, buffers, lead, nchunks);
   return nullptr;
 }
 
-template const void* stream_kernel<float>(int, int, int, int);
-template const void* stream_kernel<double>(int, int, int, int);
+template const void* stream_kernel<float>(int, int, int, int, std::int64_t);
+template const void* stream_kernel<double>(int, int, int, int, std::int64_t);
 
 }  // namespace impl
 }  // namespace cuda_specialized

@@ -319,7 +319,9 @@ static void bench_all(int iters, cudaStream_t stream) {
       {256, 786432, {streamp(4, 2, 48 << 10, 132), streamp(5, 3, 40 << 10)}},
       {64, 2097152, {streamp(6, 4, 32 << 10)}},
       // rows beyond the stream's reach, and the stream's longest rows: split chunks and groups
-      {256, 2097152, {splitp(64 << 10), splitp(128 << 10), splitp(256 << 10), splitp(128 << 10, 4)}},
+      {256,
+       2097152,
+       {splitp(64 << 10), splitp(128 << 10), splitp(256 << 10), splitp(128 << 10, 4), streamp(5, 3, 40 << 10)}},
       {32,
        8388608,
        {splitp(128 << 10), splitp(128 << 10, 2), splitp(256 << 10, 2), splitp(256 << 10, 4), splitp(128 << 10, 4),

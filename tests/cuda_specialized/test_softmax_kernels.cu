@@ -555,6 +555,13 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     forced.push_back({sp(1, 4, 2, S * 3, 7), 7 * S * 3 - 13});
     forced.push_back({sp(1, 6, 4, S * 2, 4), 3 * 4 * S * 2 + 1});
     forced.push_back({sp(VV, 4, 2, S * 2 * VV, 9), 3 * S * 2 * VV - VV});  // whole rows per step: 3 of 3 chunks
+    // the join's batch: the last row of the narrow join (32 lanes x kStreamJoinNarrow chunks), the first of the
+    // wide one, the wide join over two round trips (on all resident blocks: 2 x 132 + 1 chunks at lead 3), scalar
+    const std::int64_t narrow = 32 * im::kStreamJoinNarrow, wide = 32 * im::kStreamJoinWide;
+    forced.push_back({sp(VV, 5, 3, S * VV, 0), narrow * S * VV, 3});
+    forced.push_back({sp(VV, 5, 3, S * VV, 0), narrow * S * VV + VV, 3});
+    if (2 * di.sms >= wide) forced.push_back({sp(VV, 5, 3, S * VV, 0), wide * S * VV + 3 * VV, 2});
+    forced.push_back({sp(1, 6, 4, S, 0), (narrow + 20) * S + 1, 2});
   }
   {
     im::Plan p;
