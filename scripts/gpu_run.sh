@@ -311,7 +311,7 @@ if [ "$what" = portable ]; then
   tail -n 16 "$logs/torch_softmax.log" | tee -a "$OUT/summary.txt"
   python3 perf/summarize_benchmarks.py --command "bash scripts/gpu_run.sh $script_args" --commit "$commit" \
     "$OUT/bench_softmax.json" >"$logs/softmax_summary.json" 2>>"$logs/summarize.log"
-  stage plot_softmax python3 perf/plot_softmax.py "$logs/softmax_summary.json" "$OUT/torch_softmax.json" \
+  stage plot_softmax python3 perf/plot_softmax.py --card "$logs/softmax_summary.json" "$OUT/torch_softmax.json" \
     perf/results/h100/cuda_softmax_kernels.json -o "$OUT/softmax_gbps.png"
   finish
 fi

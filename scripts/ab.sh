@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# A/B of a change: this tree (new) against a baseline source tree (base), both built on the same machine and run
+# alternately (base, new, base, new), so that both sides see the same clocks and the same memory.
+#
+#   here:  mkdir -p .ab/base && git archive <baseline commit> | tar -x -C .ab/base     (.ab is ignored by git)
+#   bash scripts/ab.sh MODE .ab/base [SHAPES]
+#
+# MODE:
+#   portable  (GPU machine; carry .gpu_bundle and .ab) softfuse_bench_portable_plans: plan_rows' plan of the 14
+#             shapes from each side, then this tree's plan sweep of SHAPES (default 4096x393216,8192x32768) and its
+#             CUDA unit tests
+#   kernels   (GPU machine; carry .ab) softmax_kernels_bench of cuda_specialized as its own CMake project (no Kokkos)
+#             on SHAPES (RxC,...: the benchmark's shapes, with their alternative plans), then this tree's full kernel
+#             checks (test_softmax_kernels)
+#   host      (any host; OpenMP, one thread per core, bound) softfuse_bench_softmax --host (its host shapes) and
+#             softfuse_bench_linear on SHAPES (default 256x4096x4096) with the OpenMP OpenBLAS GEMM; first says
+#             whether both sides' benchmark programs compile to the same machine code
+# AB_ROUNDS (default 2) sets the rounds; SOFTFUSE_COMMIT and AB_BASE_COMMIT name both sides' commits in the results. Writes $OUT/ab.json (every run of both sides: side, round and the program's own
+# JSON), summary.txt (a line per shape and plan: both sides' figures) and logs.tar.gz. OUT defaults to build/ab-out.
+set -u
+mode=${1:?usage: ab.sh portable|kernels|host BASELINE_TREE [SHAPES]}
+base_tree=${2:?usage: ab.sh portable|kernels|host BASELINE_TREE [SHAPES]}
+shapes=${3:-}
+OUT=${OUT:-build/ab-out}
+rounds=${AB_ROUNDS:-2}
+mkdir -p "$OUT"
+logs=$(mktemp -d)
+jobs=$(nproc)
+log() { echo "$*" | tee -a "$OUT/summary.txt"; }
+t0=$SECONDS
+declare -A src=([new]=. [base]="$base_tree")
+
+# configure_and_build SIDE BUILD_DIR SOURCE_SUBDIR CMAKE_ARGS TARGETS: both sides at once (half the cores each)
+build_sides() {
+  local dir=$1 sub=$2 args=$3 targets=$4 side
+  for side in new base; do
+    (cmake -S "${src[$side]}/$sub" -B "build/ab-$side-$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release $args \
+       >"$logs/${side}_build.log" 2>&1 &&
+     cmake --build "build/ab-$side-$dir" -j $((jobs > 1 ? jobs / 2 : 1)) --target $targets >>"$logs/${side}_build.log" 2>&1
+     echo "$side build rc $?" >>"$logs/${side}_build.log") &
+  done
+  wait
+  tail -qn1 "$logs/new_build.log" "$logs/base_build.log" | tee -a "$OUT/summary.txt"
+  log "built at $((SECONDS - t0)) s"
+}
+
+case $mode in
+  portable)
+    shapes=${shapes:-4096x393216,8192x32768}
+    deps=$(bash scripts/bootstrap.sh --backend cuda --arch HOPPER90 --offline .gpu_bundle 2>"$logs/bootstrap.log" | tail -n1)
+    [ -f "$deps" ] || { tail -20 "$logs/bootstrap.log"; exit 1; }
+    log "A/B portable on $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)"
+    build_sides cuda "" "-C $deps" softfuse_bench_portable_plans
+    run() { "build/ab-$1-cuda/perf/softfuse_bench_portable_plans" --plans=chosen --json="$2"; }
+    ;;
+  kernels)
+    [ -n "$shapes" ] || { echo "kernels: SHAPES required" >&2; exit 2; }
+    log "A/B kernels on $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader); shapes $shapes"
+    build_sides kernels cuda_specialized "" "softmax_kernels_bench test_softmax_kernels"
+    run() { "build/ab-$1-kernels/perf/softmax_kernels_bench" --shapes "$shapes" --json "$2"; }
+    ;;
+  host)
+    shapes=${shapes:-256x4096x4096}
+    deps=$(bash scripts/bootstrap.sh --backend openmp 2>"$logs/bootstrap.log" | tail -n1)
+    [ -f "$deps" ] || { tail -20 "$logs/bootstrap.log"; exit 1; }
+    blas_path=$(sed -n 's/^set(SOFTFUSE_DEPS_LIBRARY_PATH "\([^"]*\)".*/\1/p' "$deps")
+    export LD_LIBRARY_PATH="$blas_path${LD_LIBRARY_PATH:+${blas_path:+:}$LD_LIBRARY_PATH}"
+    export OMP_NUM_THREADS=$jobs OMP_PROC_BIND=spread OMP_PLACES=threads
+    log "A/B host on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $jobs threads"
+    build_sides host "" "-C $deps -DSOFTFUSE_CUDA_SPECIALIZED=OFF -DSOFTFUSE_ENABLE_TESTS=OFF -DSOFTFUSE_ENABLE_EXAMPLES=OFF" \
+      "softfuse_bench_softmax softfuse_bench_linear"
+    # where both sides compile to the same machine code, their timings differ by noise only
+    for b in softfuse_bench_softmax softfuse_bench_linear; do
+      same=differs
+      cmp -s <(objdump -d -s -j .text -j .rodata "build/ab-base-host/perf/$b" | tail -n +3) \
+        <(objdump -d -s -j .text -j .rodata "build/ab-new-host/perf/$b" | tail -n +3) && same=identical
+      log "machine code of $b (.text and .rodata): $same"
+    done
+    run() {
+      local b="build/ab-$1-host/perf"
+      "$b/softfuse_bench_softmax" --host --benchmark_min_time=1 --benchmark_out="$2.softmax" --benchmark_out_format=json &&
+      "$b/softfuse_bench_linear" --shapes="$shapes" --benchmark_min_time=1 --benchmark_out="$2.linear" \
+        --benchmark_out_format=json &&
+      python3 -c 'import json, sys; a, b = (json.load(open(p)) for p in sys.argv[2:])
+json.dump({"context": a["context"], "benchmarks": a["benchmarks"] + b["benchmarks"]}, open(sys.argv[1], "w"))' \
+        "$2" "$2.softmax" "$2.linear"
+    }
+    ;;
+  *) echo "ab.sh: unknown mode $mode" >&2; exit 2 ;;
+esac
+
+for r in $(seq "$rounds"); do
+  for side in base new; do
+    run "$side" "$logs/${side}_$r.json" >"$logs/${side}_$r.txt" 2>&1 || log "$side round $r failed: $(tail -n3 "$logs/${side}_$r.txt")"
+  done
+done
+
+case $mode in
+  portable)
+    build/ab-new-cuda/perf/softfuse_bench_portable_plans --shapes="$shapes" --json="$logs/sweep.json" >"$logs/sweep.txt"
+    grep -E "WRONG|plan_rows" "$logs/sweep.txt" | tee -a "$OUT/summary.txt"
+    cmake --build build/ab-new-cuda -j "$jobs" --target softfuse_unit_cuda >"$logs/unit_build.log" 2>&1
+    build/ab-new-cuda/tests/softfuse_unit_cuda >"$logs/unit_cuda.log" 2>&1
+    grep -E "^\[  (PASSED|FAILED) |FAILED" "$logs/unit_cuda.log" | head -20 | tee -a "$OUT/summary.txt"
+    ;;
+  kernels)
+    build/ab-new-kernels/tests/test_softmax_kernels >"$logs/check.txt" 2>&1
+    grep -E "^(PASSED|FAILED)" "$logs/check.txt" | sed 's/^/test_softmax_kernels (new, full): /' | tee -a "$OUT/summary.txt"
+    ;;
+esac
+
+# ab.json and a line per shape and plan: portable plans (of_copy), kernel plans (pct_of_copy), Google Benchmarks
+# (median_ms, with of_copy or of_gemm where the benchmark gives one)
+sum=$OUT/summary.txt
+python3 - "$mode" "$logs" "$OUT/ab.json" "AB_ROUNDS=$rounds bash scripts/ab.sh $*" "$rounds" "$sum" <<'PY' | tee -a "$sum"
+import datetime, json, os, sys
+mode, logs, path, command, rounds, summary = sys.argv[1:]
+out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "command": command,
+       "commit": os.environ.get("SOFTFUSE_COMMIT", "?"), "base_commit": os.environ.get("AB_BASE_COMMIT", "?"),
+       "checks": [l.strip() for l in open(summary) if l.startswith(("machine code", "test_softmax_kernels", "[  "))],
+       "method": "this tree (new) and the baseline tree (base) built on the same machine and run alternately base, new, "
+                 "base, new; each side's figures as its program reports them (medians, against the same-run copy or "
+                 "GEMM of the same buffers)", "runs": []}
+rows = {}
+for r in range(1, int(rounds) + 1):
+    for side in ("base", "new"):
+        f = f"{logs}/{side}_{r}.json"
+        if not os.path.exists(f):
+            continue
+        d = json.load(open(f))
+        out["runs"].append({"side": side, "round": r, "result": d})
+        if mode == "portable":
+            items = [(p["shape"] + " " + p["plan"], round(100 * p["of_copy"], 1), True) for p in d["plans"]]
+        elif mode == "kernels":
+            items = [(f'{b["rows"]}x{b["cols"]} {b["plan"]}', b["pct_of_copy"], b["sample_check"]) for b in d["bench"]]
+        else:
+            items = [(b["name"], (round(b["median_ms"], 3), round(b.get("of_copy", b.get("of_gemm", 0)), 3)), True)
+                     for b in d["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
+        for key, value, ok in items:
+            rows.setdefault(key, {}).setdefault(side, []).append(value)
+            if not ok:
+                print(f"WRONG {side} round {r}: {key}")
+if os.path.exists(f"{logs}/sweep.json"):
+    out["sweep"] = json.load(open(f"{logs}/sweep.json"))
+json.dump(out, open(path, "w"), indent=1)
+for key, v in rows.items():
+    print(f"ab {key}: base {v.get('base')} new {v.get('new')}")
+PY
+tar -C "$logs" -czf "$OUT/logs.tar.gz" .
+log "total $((SECONDS - t0)) s"
