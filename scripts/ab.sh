@@ -30,7 +30,8 @@ log() { echo "$*" | tee -a "$OUT/summary.txt"; }
 t0=$SECONDS
 declare -A src=([new]=. [base]="$base_tree")
 
-# configure_and_build SIDE BUILD_DIR SOURCE_SUBDIR CMAKE_ARGS TARGETS: both sides at once (half the cores each)
+# build_sides NAME SOURCE_SUBDIR CMAKE_ARGS TARGETS: configures and builds both sides at once (half the cores each)
+# in build/ab-{new,base}-NAME
 build_sides() {
   local dir=$1 sub=$2 args=$3 targets=$4 side
   for side in new base; do
