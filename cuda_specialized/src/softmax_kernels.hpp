@@ -118,7 +118,7 @@ const void* stream_kernel(int vec, int threads, int buffers, int lead, std::int6
 // A chunk stream's join: its control warp loads kStreamJoinNarrow partials per lane and round trip
 // (128 per round trip), kStreamJoinWide for rows of more chunks (256, one round trip up to 256
 // chunks; H100, kernels alone: 8 MB rows 73 -> 81 % of copy). The wide join's registers cost rows
-// of fewer chunks 0.5-2.5 % (perf/results/h100/cuda_fetch_batch_ab.json).
+// of fewer chunks 0.5-2.5 % (perf/results/h100/cuda_stream_join_ab.json).
 constexpr int kStreamJoinNarrow = 4;
 constexpr int kStreamJoinWide   = 8;
 template <class T>
