@@ -33,7 +33,7 @@ def main():
                 continue
             row = {"name": b["name"].replace("/real_time", ""), "iterations": b.get("iterations")}
             for key, value in b.items():
-                if key in ("median_ms", "GB/s", "copy_GB/s", "of_copy", "of_gemm") or key.endswith(("TFLOP/s", "_ms", "ratio")):
+                if key in ("median_ms", "GB/s", "copy_GB/s", "of_copy", "of_gemm") or key.endswith(("TFLOP/s", "_ms", "ratio", "_of_copy")):
                     row[key] = round(value, 6)
             out["benchmarks"].append(row)
     json.dump(out, sys.stdout, indent=1)

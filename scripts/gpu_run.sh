@@ -3,13 +3,16 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all|sanitize|distributed|host|portable|portable-profile|fp32-gemm|tc-gemm|
-#                            fused-api] [ARCH]
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize|kernels|distributed|host|portable|portable-profile|fp32-gemm|
+#                            tc-gemm|fused-api] [ARCH]
 #   (default: all HOPPER90)
 #
 # sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos), runs their
 # full suites, then compute-sanitizer memcheck, racecheck and initcheck over their --sanitize sets: every CUDA kernel of
 # softfuse on small shapes.
+# kernels builds the softmax kernels' project alone (as sanitize does), runs their full checks, then
+# softmax_kernels_bench (cuda_softmax_kernels.json) and the reference framework's softmax (torch_softmax.json), both on
+# SOFTFUSE_KERNEL_SHAPES when set (RxC,...: the benchmark's shapes, with their alternative plans), else on all shapes.
 # distributed builds softfuse with MPI (Open MPI, /usr/bin/mpirun) and NCCL in build/cuda-distributed, runs the
 # softfuse::distributed tests on 1, 2 (and 4) GPUs, one rank each, over MPI and over NCCL, then the weak-scaling
 # runs of `softfuse --distributed` (each GPU holding a 4096 x 393216 softmax shard, 1024 rows of the
@@ -120,6 +123,23 @@ if [ "$what" = sanitize ]; then
         tee -a "$OUT/summary.txt"
     done
   done
+  finish
+fi
+
+if [ "$what" = kernels ]; then
+  kernels=$root/build/cuda-kernels
+  shapes=${SOFTFUSE_KERNEL_SHAPES:-}
+  stage configure_kernels cmake -S cuda_specialized -B "$kernels" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  stage build_kernels cmake --build "$kernels" -j "$jobs" --target test_softmax_kernels softmax_kernels_bench
+  [ $status -eq 0 ] || finish
+  stage check_test_softmax_kernels "$kernels/tests/test_softmax_kernels"
+  grep -E "^(PASSED|FAILED)" "$logs/check_test_softmax_kernels.log" | tee -a "$OUT/summary.txt"
+  stage softmax_kernels_bench "$kernels/perf/softmax_kernels_bench" ${shapes:+--shapes "$shapes"} \
+    --json "$OUT/cuda_softmax_kernels.json"
+  grep -E "^(shape|alternative|sweep) " "$logs/softmax_kernels_bench.log" | tee -a "$OUT/summary.txt"
+  stage torch_softmax python3 perf/torch_baseline/softmax_torch.py ${shapes:+--shapes "$shapes"} \
+    --json "$OUT/torch_softmax.json"
+  grep -E "^torch" "$logs/torch_softmax.log" | tee -a "$OUT/summary.txt"
   finish
 fi
 

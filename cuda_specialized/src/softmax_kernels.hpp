@@ -95,14 +95,17 @@ struct StreamArgs {
 constexpr int kStreamSlotWords = 4;
 
 constexpr int kWarpBlockThreads     = 128;
+constexpr int kWarpMaxBatchVectors  = 4;
 constexpr int kSplitThreads         = 256;
 constexpr int kStreamThreads        = 512;
 constexpr int kRowRegisterVectors   = 8;  // KR of the register-extended cluster and group kernels
 constexpr int kBlockRegisterVectors = 4;  // KR of the register-extended 128-thread block kernel
 
 // The compiled instantiations; nullptr where none matches.
+// batch: rows per lane group and step (1, 2 or 4; more than 1 only for 16-byte vectors, at most
+// kWarpMaxBatchVectors vectors per lane and step)
 template <class T>
-const void* warp_kernel(int vec, int group, int chunks);
+const void* warp_kernel(int vec, int group, int chunks, int batch);
 template <class T>
 // group: threads per row; kr: vectors per thread in registers (0, or kBlockRegisterVectors
 // with 128-thread blocks of one row)

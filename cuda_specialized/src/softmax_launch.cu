@@ -72,13 +72,13 @@ StreamSlots& stream_slots(int device) {
 
 template <class T>
 void run_warp(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaStream_t stream) {
-  const void* f = warp_kernel<T>(plan.vec, plan.group, plan.chunks);
+  const void* f = warp_kernel<T>(plan.vec, plan.group, plan.chunks, plan.batch);
   if (f == nullptr) throw_invalid("no warp kernel for " + describe(plan));
   if (static_cast<std::int64_t>(plan.group) * plan.chunks * plan.vec < p.cols)
     throw_invalid("warp plan too small for the row: " + describe(plan));
   // One row (group of rows) per warp, blocks replaced by the hardware as they finish, up to
   // 32 waves; plan.grid caps the blocks (a persistent grid when set to the resident count).
-  const std::int64_t rows_per_block = (kWarpBlockThreads / 32) * (32 / plan.group);
+  const std::int64_t rows_per_block = (kWarpBlockThreads / 32) * (32 / plan.group) * plan.batch;
   std::int64_t grid                 = ceil_div(p.rows, rows_per_block);
   const std::int64_t cap =
       plan.grid > 0 ? plan.grid : 32 * static_cast<std::int64_t>(max_active(di, f, kWarpBlockThreads, 0, 0));

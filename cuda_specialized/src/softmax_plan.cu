@@ -176,6 +176,9 @@ Plan make_plan(const DeviceInfo& di, const Problem<T>& p, bool stream) {
       const std::int64_t per_lane = ceil_div(nvec, 32);
       plan.chunks                 = plan.vec > 1 ? static_cast<int>(per_lane) : next_pow2(per_lane);
     }
+    // rows of one or two vectors per lane: several rows per lane group and step, so that a lane has
+    // kWarpMaxBatchVectors vectors in flight
+    if (plan.vec > 1) plan.batch = std::max(1, kWarpMaxBatchVectors / plan.chunks);
     return plan;
   }
   if (choose_row<T>(di, p.cols, plan, stream)) return plan;
@@ -209,7 +212,8 @@ std::string describe(const Plan& plan) {
   char buf[160];
   switch (plan.regime) {
     case Regime::warp:
-      std::snprintf(buf, sizeof(buf), "warp vec=%d group=%d chunks=%d", plan.vec, plan.group, plan.chunks);
+      std::snprintf(buf, sizeof(buf), "warp vec=%d group=%d chunks=%d batch=%d", plan.vec, plan.group, plan.chunks,
+                    plan.batch);
       break;
     case Regime::row:
       std::snprintf(buf, sizeof(buf), "%s vec=%d cluster=%d threads=%d ks=%d kr=%d la=%d",

@@ -22,9 +22,10 @@ enum class Regime { warp, row, stream, split };
 struct Plan {
   Regime regime = Regime::warp;
   int vec       = 1;  // elements per access: 16/sizeof(T) when aligned, else 1
-  // warp: G lanes per row, NCH vectors per lane
+  // warp: G lanes per row, NCH vectors per lane, rows per lane group and step
   int group  = 32;
   int chunks = 1;
+  int batch  = 1;
   // row: cluster of `cluster` blocks of `threads`, ks vectors per thread in shared memory
   // and kr in registers; row_threads = 32: each warp of the block holds its own row;
   // grid_join: the `cluster` (2..32) blocks of a row are a group of a cooperative grid, joined

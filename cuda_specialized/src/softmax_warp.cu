@@ -1,15 +1,18 @@
 // Short rows (up to 4 KB): a group of G lanes per row (G = 1..32), the row in registers,
-// grid-stride over rows. Max and sum are reduced with shuffles only.
+// grid-stride over rows. Max and sum are reduced with shuffles only. Each group takes RB rows per
+// step and issues all their loads before reducing any: RB times the bytes a lane has in flight,
+// for rows too short to keep the memory busy one at a time.
 #include "softmax_common.cuh"
 
 namespace softfuse {
 namespace cuda_specialized {
 namespace impl {
 
-template <class T, int V, int G, int NCH>
+template <class T, int V, int G, int NCH, int RB>
 __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const WarpArgs<T> a) {
   using P                 = Pack<T, V>;
-  constexpr int RPW       = 32 / G;  // rows per warp and step
+  constexpr int RPW       = 32 / G;    // rows per warp and batch
+  constexpr int RSTEP     = RPW * RB;  // rows per warp and step
   const int lane          = threadIdx.x & 31;
   const int gl            = lane % G;
   const int grp           = lane / G;
@@ -18,90 +21,110 @@ __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const W
   const std::int64_t nvec = a.cols / V;
   const T ninf            = neg_inf(T());
 
-  for (std::int64_t r0 = gw * RPW; r0 < a.rows; r0 += nw * RPW) {
-    const std::int64_t r = r0 + grp;
-    const bool rv        = r < a.rows;
-    const T* xr          = a.x + (rv ? r : 0) * a.ldx;
-    P v[NCH];
+  for (std::int64_t r0 = gw * RSTEP; r0 < a.rows; r0 += nw * RSTEP) {
+    P v[RB][NCH];
 #pragma unroll
-    for (int k = 0; k < NCH; ++k) {
-      const std::int64_t c = static_cast<std::int64_t>(k) * G + gl;
-      if (rv && c < nvec) {
-        v[k] = load_pack<T, V>(xr + c * V);
-      } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e) v[k].v[e] = ninf;
-      }
-    }
-    T m = ninf;
-#pragma unroll
-    for (int k = 0; k < NCH; ++k) m = max_pack(v[k], m);
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1) m = max_t(m, __shfl_xor_sync(0xffffffffu, m, o));
-    // exponentials kept in place: one exp per element
-    double s = 0.0;
-#pragma unroll
-    for (int k = 0; k < NCH; ++k) {
-      exp_pack(v[k], m);
-      s += sum_pack(v[k]);
-    }
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const T f = is_inf(m) ? quiet_nan(T()) : static_cast<T>(1.0 / s);
-    if (rv) {
-      T* yr = a.y + r * a.ldy;
+    for (int b = 0; b < RB; ++b) {
+      const std::int64_t r = r0 + b * RPW + grp;
+      const bool rv        = r < a.rows;
+      const T* xr          = a.x + (rv ? r : 0) * a.ldx;
 #pragma unroll
       for (int k = 0; k < NCH; ++k) {
         const std::int64_t c = static_cast<std::int64_t>(k) * G + gl;
-        if (c < nvec) store_pack<T, V>(yr + c * V, scale_pack(v[k], f));
+        if (rv && c < nvec) {
+          v[b][k] = load_pack<T, V>(xr + c * V);
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) v[b][k].v[e] = ninf;
+        }
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < RB; ++b) {
+      T m = ninf;
+#pragma unroll
+      for (int k = 0; k < NCH; ++k) m = max_pack(v[b][k], m);
+#pragma unroll
+      for (int o = G / 2; o > 0; o >>= 1) m = max_t(m, __shfl_xor_sync(0xffffffffu, m, o));
+      // exponentials kept in place: one exp per element
+      double s = 0.0;
+#pragma unroll
+      for (int k = 0; k < NCH; ++k) {
+        exp_pack(v[b][k], m);
+        s += sum_pack(v[b][k]);
+      }
+#pragma unroll
+      for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      const T f            = is_inf(m) ? quiet_nan(T()) : static_cast<T>(1.0 / s);
+      const std::int64_t r = r0 + b * RPW + grp;
+      if (r < a.rows) {
+        T* yr = a.y + r * a.ldy;
+#pragma unroll
+        for (int k = 0; k < NCH; ++k) {
+          const std::int64_t c = static_cast<std::int64_t>(k) * G + gl;
+          if (c < nvec) store_pack<T, V>(yr + c * V, scale_pack(v[b][k], f));
+        }
       }
     }
   }
 }
 
 namespace {
-template <class T, int V, int G, int NCH>
+template <class T, int V, int G, int NCH, int RB>
 const void* wk() {
-  return reinterpret_cast<const void*>(&softmax_warp_kernel<T, V, G, NCH>);
+  return reinterpret_cast<const void*>(&softmax_warp_kernel<T, V, G, NCH, RB>);
+}
+
+// Row batches: 1 for every kernel; 2 and 4 for 16-byte vectors while a lane's batch holds at most
+// kWarpMaxBatchVectors vectors.
+template <class T, int V, int G, int NCH>
+const void* wk(int batch) {
+  constexpr bool vec = V > 1;
+  if (batch == 1) return wk<T, V, G, NCH, 1>();
+  if constexpr (vec && 2 * NCH <= kWarpMaxBatchVectors)
+    if (batch == 2) return wk<T, V, G, NCH, 2>();
+  if constexpr (vec && 4 * NCH <= kWarpMaxBatchVectors)
+    if (batch == 4) return wk<T, V, G, NCH, 4>();
+  return nullptr;
 }
 
 // Instantiations: G in {1,2,4,8,16} with one vector per lane, and G = 32 with NCH vectors
 // per lane (1..8 for 16-byte vectors; powers of two up to 4 KB rows for scalars).
 template <class T, int V>
-const void* warp_kernel_v(int group, int chunks) {
+const void* warp_kernel_v(int group, int chunks, int batch) {
   if (group < 32) {
     if (chunks != 1) return nullptr;
     switch (group) {
-      case 1: return wk<T, V, 1, 1>();
-      case 2: return wk<T, V, 2, 1>();
-      case 4: return wk<T, V, 4, 1>();
-      case 8: return wk<T, V, 8, 1>();
-      case 16: return wk<T, V, 16, 1>();
+      case 1: return wk<T, V, 1, 1>(batch);
+      case 2: return wk<T, V, 2, 1>(batch);
+      case 4: return wk<T, V, 4, 1>(batch);
+      case 8: return wk<T, V, 8, 1>(batch);
+      case 16: return wk<T, V, 16, 1>(batch);
       default: return nullptr;
     }
   }
   if (group != 32) return nullptr;
   if constexpr (V > 1) {
     switch (chunks) {
-      case 1: return wk<T, V, 32, 1>();
-      case 2: return wk<T, V, 32, 2>();
-      case 3: return wk<T, V, 32, 3>();
-      case 4: return wk<T, V, 32, 4>();
-      case 5: return wk<T, V, 32, 5>();
-      case 6: return wk<T, V, 32, 6>();
-      case 7: return wk<T, V, 32, 7>();
-      case 8: return wk<T, V, 32, 8>();
+      case 1: return wk<T, V, 32, 1>(batch);
+      case 2: return wk<T, V, 32, 2>(batch);
+      case 3: return wk<T, V, 32, 3>(batch);
+      case 4: return wk<T, V, 32, 4>(batch);
+      case 5: return wk<T, V, 32, 5>(batch);
+      case 6: return wk<T, V, 32, 6>(batch);
+      case 7: return wk<T, V, 32, 7>(batch);
+      case 8: return wk<T, V, 32, 8>(batch);
       default: return nullptr;
     }
   } else {
     constexpr int maxc = 4096 / 32 / static_cast<int>(sizeof(T));
     switch (chunks) {
-      case 1: return wk<T, 1, 32, 1>();
-      case 2: return wk<T, 1, 32, 2>();
-      case 4: return wk<T, 1, 32, 4>();
-      case 8: return wk<T, 1, 32, 8>();
-      case 16: return wk<T, 1, 32, 16>();
-      case 32: return maxc >= 32 ? wk<T, 1, 32, (maxc >= 32 ? 32 : 16)>() : nullptr;
+      case 1: return wk<T, 1, 32, 1>(batch);
+      case 2: return wk<T, 1, 32, 2>(batch);
+      case 4: return wk<T, 1, 32, 4>(batch);
+      case 8: return wk<T, 1, 32, 8>(batch);
+      case 16: return wk<T, 1, 32, 16>(batch);
+      case 32: return maxc >= 32 ? wk<T, 1, 32, (maxc >= 32 ? 32 : 16)>(batch) : nullptr;
       default: return nullptr;
     }
   }
@@ -109,15 +132,15 @@ const void* warp_kernel_v(int group, int chunks) {
 }  // namespace
 
 template <class T>
-const void* warp_kernel(int vec, int group, int chunks) {
+const void* warp_kernel(int vec, int group, int chunks, int batch) {
   constexpr int VV = 16 / static_cast<int>(sizeof(T));
-  if (vec == VV) return warp_kernel_v<T, VV>(group, chunks);
-  if (vec == 1) return warp_kernel_v<T, 1>(group, chunks);
+  if (vec == VV) return warp_kernel_v<T, VV>(group, chunks, batch);
+  if (vec == 1) return warp_kernel_v<T, 1>(group, chunks, batch);
   return nullptr;
 }
 
-template const void* warp_kernel<float>(int, int, int);
-template const void* warp_kernel<double>(int, int, int);
+template const void* warp_kernel<float>(int, int, int, int);
+template const void* warp_kernel<double>(int, int, int, int);
 
 }  // namespace impl
 }  // namespace cuda_specialized

@@ -7,7 +7,9 @@
 // --host times the default host execution space (e.g. OpenMP in a CUDA build) instead of the default one.
 // Default shapes: on GPUs the 14 fp32 shapes of the portable-path table (every row-length regime), for
 // copy, portable and (where built with the CUDA specialization) specialized; on hosts the three CPU shapes.
-// Each benchmark reports the median over its iterations (each fenced), not the mean.
+// Each benchmark reports the median over its iterations (each fenced), not the mean. On CUDA each also reports
+// events_ms and events_of_copy: the median of CUDA events around 30 calls issued back to back (the reference
+// framework's timing, perf/torch_baseline/softmax_torch.py), against the copy timed the same way.
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Random.hpp>
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -43,7 +46,29 @@ struct Bench {
   struct Buffers {
     Matrix x, y;
     double copy_median_s = 0;
+    double copy_events_s = 0;  // CUDA: the copy's event median
   };
+  static constexpr int kEventReps = 30;
+
+  // On CUDA: the event median of f and its ratio to the copy's, as counters.
+  template <class F>
+  static void report_events(benchmark::State& state, Buffers& b, F&& f) {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same_v<Space, Kokkos::Cuda>) {
+      Space space;
+      if (b.copy_events_s == 0)
+        b.copy_events_s =
+            softfuse_bench::event_median_seconds(space, kEventReps, [&] { Kokkos::deep_copy(space, b.y, b.x); });
+      const double t                   = softfuse_bench::event_median_seconds(space, kEventReps, f);
+      state.counters["events_ms"]      = t * 1e3;
+      state.counters["events_of_copy"] = b.copy_events_s / t;
+    }
+#else
+    (void)state;
+    (void)b;
+    (void)f;
+#endif
+  }
 
   static std::map<Shape, Buffers>& buffer_cache() {
     static std::map<Shape, Buffers> cache;
@@ -78,6 +103,7 @@ struct Bench {
       times.push_back(t.seconds());
     }
     softfuse_bench::report_bandwidth(state, times, 2.0 * sizeof(float) * s.first * s.second, b.copy_median_s);
+    report_events(state, b, [&] { Kokkos::deep_copy(space, b.y, b.x); });
   }
 
   static void softmax(benchmark::State& state, Shape s, softfuse::Implementation impl) {
@@ -91,6 +117,7 @@ struct Bench {
       times.push_back(t.seconds());
     }
     softfuse_bench::report_bandwidth(state, times, 2.0 * sizeof(float) * s.first * s.second, b.copy_median_s);
+    report_events(state, b, [&] { softfuse::softmax(space, b.x, b.y, impl); });
   }
 
   static void register_all(const std::vector<Shape>& shapes, const std::string& prefix) {

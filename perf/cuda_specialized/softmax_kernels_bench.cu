@@ -242,6 +242,17 @@ static void bench_replaced(const std::string& group, float* dx, float* dy, std::
   bench_shape(group, dx, dy, rows, cols, &alt, iters, stream, &copy);
 }
 
+// A warp plan: `group` lanes per row, `chunks` vectors per lane, `batch` rows per lane group and step.
+static im::Plan warpp(int group, int chunks, int batch) {
+  im::Plan p;
+  p.regime = im::Regime::warp;
+  p.vec    = 4;
+  p.group  = group;
+  p.chunks = chunks;
+  p.batch  = batch;
+  return p;
+}
+
 // A chunk-stream plan: `buffers` chunks of `chunk_bytes` per block, reduced `lead` steps ahead.
 static im::Plan streamp(int buffers, int lead, std::int64_t chunk_bytes, int grid = 0) {
   im::Plan p;
@@ -291,7 +302,7 @@ static void bench_all(int iters, cudaStream_t stream) {
   constexpr int KR       = im::kRowRegisterVectors;
   // alternatives: the plan the default replaced first (rowp's grids are persistent unless said)
   std::vector<Shape> shapes = {
-      {65536, 1024, {warp_persistent}},
+      {65536, 1024, {warp_persistent, rowp(1, 128, 8, 0, 32, 0, false), rowp(1, 128, 2, 0, 0, 0, false)}},
       {32768,
        8192,
        {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
@@ -305,6 +316,12 @@ static void bench_all(int iters, cudaStream_t stream) {
       {4096, 393216, {rowp(8, 512, 24), streamp(5, 3, 40 << 10), streamp(4, 2, 48 << 10, 132)}},
       {2048, 131072, {streamp(4, 2, 48 << 10, 132)}},
       {1024, 262144, {streamp(5, 3, 40 << 10)}},
+      // the other short-row shapes of the API's table, and rows of one or two vectors per lane: row batches
+      {4194304, 32, {warpp(8, 1, 1), warpp(8, 1, 2)}},
+      {100000, 1000, {warp_persistent, rowp(1, 128, 8, 0, 32, 0, false), rowp(1, 128, 2, 0, 0, 0, false)}},
+      {16384, 4096, {}},
+      {2097152, 128, {warpp(32, 1, 1), warpp(32, 1, 2)}},
+      {1048576, 256, {warpp(32, 2, 1)}},
       // between the workloads
       {131072, 2048, {rowp(1, 128, 16, 0, 32, 0)}},
       {65536, 4096, {rowp(1, 128, 32, 0, 32, 0)}},
@@ -335,8 +352,9 @@ static void bench_all(int iters, cudaStream_t stream) {
   const std::size_t sweep_elems = std::size_t(1) << 28;
   if (g_shapes.empty()) max_elems = std::max(max_elems, sweep_elems);
   float *dx = nullptr, *dy = nullptr;
-  CK(cudaMalloc(&dx, max_elems * sizeof(float)));
-  CK(cudaMalloc(&dy, max_elems * sizeof(float)));
+  // room for the offset group's 32 elements past the base pointers
+  CK(cudaMalloc(&dx, (max_elems + 32) * sizeof(float)));
+  CK(cudaMalloc(&dy, (max_elems + 32) * sizeof(float)));
   for (auto& s : shapes) {
     if (!wanted(s.rows, s.cols)) continue;
     const std::int64_t n = s.rows * s.cols;
