@@ -94,16 +94,20 @@ struct StreamArgs {
 };
 constexpr int kStreamSlotWords = 4;
 
-constexpr int kWarpBlockThreads     = 128;
-constexpr int kWarpMaxBatchVectors  = 4;
+constexpr int kWarpBlockThreads = 128;
+// Rows of one vector per lane go kWarpRowBatch at a time per lane group: kernels alone, % of the same-run copy
+// (perf/results/*/cuda_warp_batch.json), batches of 1 / 2 / 4: H100 4194304x32 99.5 / 100.0 / 100.2, 2097152x128
+// 97.7 / 98.3 / 99.2; H200 98.6 / 100.1 / 98.7 and 97.3 / 98.0 / 97.1. Rows of two vectors per lane (1048576x256) in
+// batches of 2: H100 98.4 -> 99.2, H200 98.3 -> 97.5; they keep 1.
+constexpr int kWarpRowBatch         = 2;
 constexpr int kSplitThreads         = 256;
 constexpr int kStreamThreads        = 512;
 constexpr int kRowRegisterVectors   = 8;  // KR of the register-extended cluster and group kernels
 constexpr int kBlockRegisterVectors = 4;  // KR of the register-extended 128-thread block kernel
 
 // The compiled instantiations; nullptr where none matches.
-// batch: rows per lane group and step (1, 2 or 4; more than 1 only for 16-byte vectors, at most
-// kWarpMaxBatchVectors vectors per lane and step)
+// batch: rows per lane group and step (1, or kWarpRowBatch for 16-byte vectors where a lane holds one
+// vector of a row)
 template <class T>
 const void* warp_kernel(int vec, int group, int chunks, int batch);
 template <class T>

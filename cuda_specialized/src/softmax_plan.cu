@@ -176,9 +176,8 @@ Plan make_plan(const DeviceInfo& di, const Problem<T>& p, bool stream) {
       const std::int64_t per_lane = ceil_div(nvec, 32);
       plan.chunks                 = plan.vec > 1 ? static_cast<int>(per_lane) : next_pow2(per_lane);
     }
-    // rows of one or two vectors per lane: several rows per lane group and step, so that a lane has
-    // kWarpMaxBatchVectors vectors in flight
-    if (plan.vec > 1) plan.batch = std::max(1, kWarpMaxBatchVectors / plan.chunks);
+    // rows of one vector per lane: kWarpRowBatch rows per lane group and step, their loads in flight together
+    if (plan.vec > 1 && plan.chunks == 1) plan.batch = kWarpRowBatch;
     return plan;
   }
   if (choose_row<T>(di, p.cols, plan, stream)) return plan;

@@ -75,16 +75,12 @@ const void* wk() {
   return reinterpret_cast<const void*>(&softmax_warp_kernel<T, V, G, NCH, RB>);
 }
 
-// Row batches: 1 for every kernel; 2 and 4 for 16-byte vectors while a lane's batch holds at most
-// kWarpMaxBatchVectors vectors.
+// Row batches: 1 for every kernel; 2 for 16-byte vectors where a lane holds one vector of a row.
 template <class T, int V, int G, int NCH>
 const void* wk(int batch) {
-  constexpr bool vec = V > 1;
   if (batch == 1) return wk<T, V, G, NCH, 1>();
-  if constexpr (vec && 2 * NCH <= kWarpMaxBatchVectors)
-    if (batch == 2) return wk<T, V, G, NCH, 2>();
-  if constexpr (vec && 4 * NCH <= kWarpMaxBatchVectors)
-    if (batch == 4) return wk<T, V, G, NCH, 4>();
+  if constexpr (V > 1 && NCH == 1)
+    if (batch == kWarpRowBatch) return wk<T, V, G, NCH, kWarpRowBatch>();
   return nullptr;
 }
 

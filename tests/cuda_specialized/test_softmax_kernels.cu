@@ -592,22 +592,21 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     w.chunks = 4;
     forced.push_back({w, 100});
     // row batches: several rows per lane group and step, the last step partial (rows 1, 2, 31, 33 and the suite's
-    // against 64 rows per block and step for G = 8 x 4), rows shorter than the group
-    auto wb = [&](int group, int chunks, int batch) {
+    // against 32 rows per block and step for G = 8), rows shorter than the group
+    auto wb = [&](int group) {
       im::Plan p;
       p.regime = im::Regime::warp;
       p.vec    = VV;
       p.group  = group;
-      p.chunks = chunks;
-      p.batch  = batch;
+      p.chunks = 1;
+      p.batch  = im::kWarpRowBatch;
       return p;
     };
-    for (std::int64_t rows : {1, 2, 31, 33, 0}) forced.push_back({wb(8, 1, 4), 8 * VV, rows});
-    forced.push_back({wb(8, 1, 2), 7 * VV});
-    forced.push_back({wb(1, 1, 4), VV});
-    forced.push_back({wb(16, 1, 4), 13 * VV});
-    forced.push_back({wb(32, 1, 4), 32 * VV, 33});
-    forced.push_back({wb(32, 2, 2), 61 * VV});
+    for (std::int64_t rows : {1, 2, 31, 33, 0}) forced.push_back({wb(8), 8 * VV, rows});
+    forced.push_back({wb(8), 7 * VV});
+    forced.push_back({wb(1), VV});
+    forced.push_back({wb(16), 13 * VV});
+    forced.push_back({wb(32), 29 * VV, 33});
   }
   for (auto& fp : forced) {
     CaseSpec a;
