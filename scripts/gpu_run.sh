@@ -136,7 +136,8 @@ if [ "$what" = kernels ]; then
   grep -E "^(PASSED|FAILED)" "$logs/check_test_softmax_kernels.log" | tee -a "$OUT/summary.txt"
   stage softmax_kernels_bench "$kernels/perf/softmax_kernels_bench" ${shapes:+--shapes "$shapes"} \
     --json "$OUT/cuda_softmax_kernels.json"
-  grep -E "^(shape|alternative|sweep) " "$logs/softmax_kernels_bench.log" | tee -a "$OUT/summary.txt"
+  [ -f "$OUT/cuda_softmax_kernels.json" ] && add_context "$OUT/cuda_softmax_kernels.json" softmax_kernels_bench
+  grep -E "^(shape|alternative|sweep|offset) " "$logs/softmax_kernels_bench.log" | tee -a "$OUT/summary.txt"
   stage torch_softmax python3 perf/torch_baseline/softmax_torch.py ${shapes:+--shapes "$shapes"} \
     --json "$OUT/torch_softmax.json"
   grep -E "^torch" "$logs/torch_softmax.log" | tee -a "$OUT/summary.txt"
