@@ -383,12 +383,17 @@ static void bench_all(int iters, cudaStream_t stream) {
     }
   }
   // Short rows 128 bytes past a 256-byte boundary, as in a Kokkos View (its allocation header): the warp kernels'
-  // loads then straddle 256-byte blocks
+  // loads then straddle 256-byte blocks; then the same under the device-wide cache preference Kokkos sets
   for (auto& s : shapes) {
     if (!wanted(s.rows, s.cols) || s.cols * static_cast<std::int64_t>(sizeof(float)) > im::kWarpMaxRowBytes) continue;
     fill_uniform<float><<<4096, 256, 0, stream>>>(dx + 32, s.rows * s.cols, 1234 + s.cols);
     CK(cudaGetLastError());
     bench_shape("offset", dx + 32, dy + 32, s.rows, s.cols, nullptr, iters, stream);
+    // under Kokkos' device-wide cache preference (Kokkos::initialize sets cudaFuncCachePreferShared)
+    const Timing copy = g_bench.back().copy;
+    CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
+    bench_shape("device_prefer_shared", dx + 32, dy + 32, s.rows, s.cols, nullptr, iters, stream, &copy);
+    CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone));
   }
   // The workload shapes again at their default plans: CUDA events (a second timing of the same
   // code, for the spread), then wall clock with a synchronize after every call (as the Kokkos
