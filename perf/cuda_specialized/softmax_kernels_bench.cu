@@ -383,13 +383,18 @@ static void bench_all(int iters, cudaStream_t stream) {
     }
   }
   // Short rows 128 bytes past a 256-byte boundary, as in a Kokkos View (its allocation header): the warp kernels'
-  // loads then straddle 256-byte blocks; then the same under the device-wide cache preference Kokkos sets
+  // loads then straddle 256-byte blocks. Then the warp and split kernels (no dynamic shared memory) so, under the
+  // device-wide cache preference that Kokkos::initialize sets (cudaFuncCachePreferShared).
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
   for (auto& s : shapes) {
-    if (!wanted(s.rows, s.cols) || s.cols * static_cast<std::int64_t>(sizeof(float)) > im::kWarpMaxRowBytes) continue;
+    if (!wanted(s.rows, s.cols)) continue;
+    const im::Regime regime =
+        im::make_plan(im::device_info(dev), im::Problem<float>{dx, s.cols, dy, s.cols, s.rows, s.cols}).regime;
+    if (regime != im::Regime::warp && regime != im::Regime::split) continue;
     fill_uniform<float><<<4096, 256, 0, stream>>>(dx + 32, s.rows * s.cols, 1234 + s.cols);
     CK(cudaGetLastError());
     bench_shape("offset", dx + 32, dy + 32, s.rows, s.cols, nullptr, iters, stream);
-    // under Kokkos' device-wide cache preference (Kokkos::initialize sets cudaFuncCachePreferShared)
     const Timing copy = g_bench.back().copy;
     CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
     bench_shape("device_prefer_shared", dx + 32, dy + 32, s.rows, s.cols, nullptr, iters, stream, &copy);
@@ -429,8 +434,6 @@ static void bench_all(int iters, cudaStream_t stream) {
       bench_shape("driver_default", dx, dy, sh.rows, sh.cols, &sh.alts[0], iters, stream, &fc);
       const std::int64_t r = sh.rows, c = sh.cols;
       const im::Problem<float> prob{dx, c, dy, c, r, c};
-      int dev = 0;
-      CK(cudaGetDevice(&dev));
       const im::DeviceInfo& di = im::device_info(dev);
       const im::Plan plan      = im::make_plan(di, prob);
       const int n              = 200;
