@@ -70,6 +70,13 @@ StreamSlots& stream_slots(int device) {
   return *s;
 }
 
+// Kernels without dynamic shared memory (warp and split): the smallest carveout for their resident blocks, the
+// rest L1. Left to the driver it follows the device's cache preference, and Kokkos::initialize sets
+// cudaFuncCachePreferShared device-wide.
+void prefer_l1(const DeviceInfo& di, const void* f, int threads) {
+  set_carveout(di, f, static_cast<int>(ceil_div(max_active(di, f, threads, 0, 0), di.sms)), 0, false);
+}
+
 template <class T>
 void run_warp(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaStream_t stream) {
   const void* f = warp_kernel<T>(plan.vec, plan.group, plan.chunks, plan.batch);
@@ -83,6 +90,7 @@ void run_warp(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaS
   const std::int64_t cap =
       plan.grid > 0 ? plan.grid : 32 * static_cast<std::int64_t>(max_active(di, f, kWarpBlockThreads, 0, 0));
   grid = std::max<std::int64_t>(1, std::min({grid, cap, std::int64_t(0x7fffffff)}));
+  prefer_l1(di, f, kWarpBlockThreads);
   WarpArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols};
   launch(f, dim3(static_cast<unsigned>(grid)), kWarpBlockThreads, 0, 0, &a, stream, "warp kernel launch");
 }
@@ -208,6 +216,8 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
   const bool combine         = nchunks > 256;
   const std::int64_t nparts  = group * nchunks;
   const std::size_t ws_bytes = static_cast<std::size_t>(nparts + (combine ? group : 0)) * sizeof(MS<T>);
+  for (const void* f : {f1, fc, f2})
+    if (f != nullptr) prefer_l1(di, f, kSplitThreads);
   with_workspace(di, ws_bytes, stream, "cudaFreeAsync (split workspace)", [&](void* ws) {
     MS<T>* parts = static_cast<MS<T>*>(ws);
     MS<T>* tot   = combine ? parts + nparts : nullptr;
