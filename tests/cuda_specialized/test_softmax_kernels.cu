@@ -310,6 +310,59 @@ static void check_stream_slots(const im::DeviceInfo& di, cudaStream_t s1) {
   CK(cudaStreamDestroy(s2));
 }
 
+// The warp and split kernels (no dynamic shared memory) set their own shared-memory carveout: the smallest their
+// resident blocks need, the rest L1. Left to the driver it follows the device's preference, and Kokkos::initialize
+// sets cudaFuncCachePreferShared device-wide (H200: the warp kernels 7-9 % slower, docs/softmax_regimes.md). Checked
+// under that preference: each kernel's carveout after a call that ran it, and the call's rows against fp64.
+static void check_carveout(const im::DeviceInfo& di, cudaStream_t stream) {
+  CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
+  const std::int64_t rows = 33, cols = 4096;
+  float *dx = nullptr, *dy = nullptr;
+  CK(cudaMalloc(&dx, rows * cols * sizeof(float)));
+  CK(cudaMalloc(&dy, rows * cols * sizeof(float)));
+  std::vector<float> hx(rows * cols), hy(rows * cols);
+  CaseSpec cs;
+  cs.seed = 77;
+  cs.wide = true;
+  for (std::int64_t r = 0; r < rows; ++r) fill_row_special(hx.data() + r * cols, r + 9, cols, cs);
+  CK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice));
+  im::Plan split;
+  split.regime = im::Regime::split;
+  split.vec    = 4;
+  split.chunk  = 1024;
+  for (std::int64_t c : {std::int64_t(32), std::int64_t(1000), cols}) {
+    const im::Problem<float> p{dx, c, dy, c, rows, c};
+    const im::Plan plan = c == cols ? split : im::make_plan(di, p);
+    im::run_plan(di, plan, p, stream);
+    CK(cudaStreamSynchronize(stream));
+    CK(cudaMemcpy(hy.data(), dy, rows * c * sizeof(float), cudaMemcpyDeviceToHost));
+    std::string why;
+    for (std::int64_t r = 0; r < rows && why.empty(); ++r) {
+      const RowCheck rc = check_row(hx.data() + r * c, hy.data() + r * c, c);  // rows of c columns of the same data
+      if (!rc.ok) why = "row " + std::to_string(r) + ": " + rc.why;
+    }
+    std::vector<const void*> kernels;
+    if (plan.regime == im::Regime::warp)
+      kernels.push_back(im::warp_kernel<float>(plan.vec, plan.group, plan.chunks, plan.batch));
+    else
+      kernels = {im::split_partial_kernel<float>(plan.vec), im::split_write_kernel<float>(plan.vec)};
+    for (const void* f : kernels) {
+      cudaFuncAttributes fa{};
+      CK(cudaFuncGetAttributes(&fa, f));
+      // set (not the default -1) and below half of the shared memory
+      if (why.empty() && (fa.preferredShmemCarveout < 0 || fa.preferredShmemCarveout > 50))
+        why = "carveout " + std::to_string(fa.preferredShmemCarveout) + " %";
+    }
+    std::printf("%-4s carveout under cudaFuncCachePreferShared: %-40s %s\n", why.empty() ? "ok" : "FAIL",
+                im::describe(plan).c_str(), why.c_str());
+    ++g_cases;
+    if (!why.empty()) ++g_failed;
+  }
+  CK(cudaFree(dx));
+  CK(cudaFree(dy));
+  CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone));
+}
+
 static std::int64_t rows_for(std::int64_t cols, std::int64_t budget) {
   return std::max<std::int64_t>(9, std::min<std::int64_t>(4096, budget / std::max<std::int64_t>(1, cols)));
 }
@@ -658,6 +711,7 @@ int main(int argc, char** argv) {
   check_suite<float>(di, stream, suite);
   check_suite<double>(di, stream, suite);
   if (di.cooperative) check_stream_slots(di, stream);
+  check_carveout(di, stream);
   // argument checks
   bool threw = false;
   try {
