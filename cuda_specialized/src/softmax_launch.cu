@@ -70,11 +70,11 @@ StreamSlots& stream_slots(int device) {
   return *s;
 }
 
-// Kernels without dynamic shared memory (warp and split): the smallest carveout for their resident blocks, the
-// rest L1. Left to the driver it follows the device's cache preference, and Kokkos::initialize sets
+// Kernels without dynamic shared memory (warp and split): the smallest carveout for their `resident` blocks
+// (max_active), the rest L1. Left to the driver it follows the device's cache preference, and Kokkos::initialize sets
 // cudaFuncCachePreferShared device-wide.
-void prefer_l1(const DeviceInfo& di, const void* f, int threads) {
-  set_carveout(di, f, static_cast<int>(ceil_div(max_active(di, f, threads, 0, 0), di.sms)), 0, false);
+void prefer_l1(const DeviceInfo& di, const void* f, int resident) {
+  set_carveout(di, f, static_cast<int>(ceil_div(resident, di.sms)), 0, false);
 }
 
 template <class T>
@@ -87,10 +87,10 @@ void run_warp(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaS
   // 32 waves; plan.grid caps the blocks (a persistent grid when set to the resident count).
   const std::int64_t rows_per_block = (kWarpBlockThreads / 32) * (32 / plan.group) * plan.batch;
   std::int64_t grid                 = ceil_div(p.rows, rows_per_block);
-  const std::int64_t cap =
-      plan.grid > 0 ? plan.grid : 32 * static_cast<std::int64_t>(max_active(di, f, kWarpBlockThreads, 0, 0));
-  grid = std::max<std::int64_t>(1, std::min({grid, cap, std::int64_t(0x7fffffff)}));
-  prefer_l1(di, f, kWarpBlockThreads);
+  const int resident                = max_active(di, f, kWarpBlockThreads, 0, 0);
+  const std::int64_t cap            = plan.grid > 0 ? plan.grid : 32 * static_cast<std::int64_t>(resident);
+  grid                              = std::max<std::int64_t>(1, std::min({grid, cap, std::int64_t(0x7fffffff)}));
+  prefer_l1(di, f, resident);
   WarpArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols};
   launch(f, dim3(static_cast<unsigned>(grid)), kWarpBlockThreads, 0, 0, &a, stream, "warp kernel launch");
 }
@@ -217,7 +217,7 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
   const std::int64_t nparts  = group * nchunks;
   const std::size_t ws_bytes = static_cast<std::size_t>(nparts + (combine ? group : 0)) * sizeof(MS<T>);
   for (const void* f : {f1, fc, f2})
-    if (f != nullptr) prefer_l1(di, f, kSplitThreads);
+    if (f != nullptr) prefer_l1(di, f, max_active(di, f, kSplitThreads, 0, 0));
   with_workspace(di, ws_bytes, stream, "cudaFreeAsync (split workspace)", [&](void* ws) {
     MS<T>* parts = static_cast<MS<T>*>(ws);
     MS<T>* tot   = combine ? parts + nparts : nullptr;
