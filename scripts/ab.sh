@@ -15,6 +15,9 @@
 #   host      (any host; OpenMP, one thread per core, bound) softfuse_bench_softmax --host (its host shapes) and
 #             softfuse_bench_linear on SHAPES (default 256x4096x4096) with the OpenMP OpenBLAS GEMM; first says
 #             whether both sides' benchmark programs compile to the same machine code
+# AB_VARIANTS (space-separated source trees, e.g. ".ab/v1 .ab/v2") adds sides of their own, each named by its folder,
+# built and run with the two others (one baseline build for all); the full checks run on this tree, the variants
+# take test_softmax_kernels --small (kernels mode).
 # AB_ROUNDS (default 2) sets the rounds; SOFTFUSE_COMMIT and AB_BASE_COMMIT name both sides' commits in the results. Writes $OUT/ab.json (every run of both sides: side, round and the program's own
 # JSON), summary.txt (a line per shape and plan: both sides' figures) and logs.tar.gz. OUT defaults to build/ab-out.
 set -u
@@ -29,19 +32,28 @@ jobs=$(nproc)
 log() { echo "$*" | tee -a "$OUT/summary.txt"; }
 t0=$SECONDS
 declare -A src=([new]=. [base]="$base_tree")
+sides="base new"
+for tree in ${AB_VARIANTS:-}; do
+  name=$(basename "$tree")
+  [[ " $sides " != *" $name "* ]] || { echo "ab.sh: variant name $name taken" >&2; exit 2; }
+  src[$name]=$tree
+  sides="$sides $name"
+done
+nsides=$(wc -w <<<"$sides")
 
-# build_sides NAME SOURCE_SUBDIR CMAKE_ARGS TARGETS: configures and builds both sides at once (half the cores each)
-# in build/ab-{new,base}-NAME
+# build_sides NAME SOURCE_SUBDIR CMAKE_ARGS TARGETS: configures and builds every side at once (the cores shared out)
+# in build/ab-SIDE-NAME
 build_sides() {
   local dir=$1 sub=$2 args=$3 targets=$4 side
-  for side in new base; do
+  for side in $sides; do
     (cmake -S "${src[$side]}/$sub" -B "build/ab-$side-$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release $args \
        >"$logs/${side}_build.log" 2>&1 &&
-     cmake --build "build/ab-$side-$dir" -j $((jobs > 1 ? jobs / 2 : 1)) --target $targets >>"$logs/${side}_build.log" 2>&1
+     cmake --build "build/ab-$side-$dir" -j $((jobs > nsides ? jobs / nsides : 1)) --target $targets \
+       >>"$logs/${side}_build.log" 2>&1
      echo "$side build rc $?" >>"$logs/${side}_build.log") &
   done
   wait
-  tail -qn1 "$logs/new_build.log" "$logs/base_build.log" | tee -a "$OUT/summary.txt"
+  for side in $sides; do tail -n1 "$logs/${side}_build.log"; done | tee -a "$OUT/summary.txt"
   log "built at $((SECONDS - t0)) s"
 }
 
@@ -91,7 +103,7 @@ json.dump({"context": a["context"], "benchmarks": a["benchmarks"] + b["benchmark
 esac
 
 for r in $(seq "$rounds"); do
-  for side in base new; do
+  for side in $sides; do
     run "$side" "$logs/${side}_$r.json" >"$logs/${side}_$r.txt" 2>&1 || log "$side round $r failed: $(tail -n3 "$logs/${side}_$r.txt")"
   done
 done
@@ -107,24 +119,34 @@ case $mode in
   kernels)
     build/ab-new-kernels/tests/test_softmax_kernels >"$logs/check.txt" 2>&1
     grep -E "^(PASSED|FAILED)" "$logs/check.txt" | sed 's/^/test_softmax_kernels (new, full): /' | tee -a "$OUT/summary.txt"
+    for side in $sides; do
+      [ "$side" = base ] || [ "$side" = new ] && continue
+      "build/ab-$side-kernels/tests/test_softmax_kernels" --small >"$logs/check_$side.txt" 2>&1
+      grep -E "^(PASSED|FAILED)" "$logs/check_$side.txt" | sed "s/^/test_softmax_kernels ($side, small): /" |
+        tee -a "$OUT/summary.txt"
+    done
     ;;
 esac
 
 # ab.json and a line per shape and plan: portable plans (of_copy), kernel plans (pct_of_copy), Google Benchmarks
 # (median_ms, with of_copy or of_gemm where the benchmark gives one)
 sum=$OUT/summary.txt
-python3 - "$mode" "$logs" "$OUT/ab.json" "AB_ROUNDS=$rounds bash scripts/ab.sh $*" "$rounds" "$sum" <<'PY' | tee -a "$sum"
+python3 - "$mode" "$logs" "$OUT/ab.json" "AB_ROUNDS=$rounds${AB_VARIANTS:+ AB_VARIANTS=\"$AB_VARIANTS\"} bash scripts/ab.sh $*" \
+  "$rounds" "$sum" "$(for side in $sides; do echo -n "$side=${src[$side]} "; done)" <<'PY' | tee -a "$sum"
 import datetime, json, os, sys
-mode, logs, path, command, rounds, summary = sys.argv[1:]
+mode, logs, path, command, rounds, summary, sides = sys.argv[1:]
+trees = dict(spec.split("=", 1) for spec in sides.split())
+sides = list(trees)
 out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "command": command,
        "commit": os.environ.get("SOFTFUSE_COMMIT", "?"), "base_commit": os.environ.get("AB_BASE_COMMIT", "?"),
        "checks": [l.strip() for l in open(summary) if l.startswith(("machine code", "test_softmax_kernels", "[  "))],
-       "method": "this tree (new) and the baseline tree (base) built on the same machine and run alternately base, new, "
-                 "base, new; each side's figures as its program reports them (medians, against the same-run copy or "
-                 "GEMM of the same buffers)", "runs": []}
+       "trees": trees,
+       "method": "this tree (new), the baseline tree (base) and any variant trees built on the same machine and run "
+                 "alternately, every side once per round in that order; each side's figures as its program reports "
+                 "them (medians, against the same-run copy or GEMM of the same buffers)", "runs": []}
 rows = {}
 for r in range(1, int(rounds) + 1):
-    for side in ("base", "new"):
+    for side in sides:
         f = f"{logs}/{side}_{r}.json"
         if not os.path.exists(f):
             continue
@@ -145,7 +167,7 @@ if os.path.exists(f"{logs}/sweep.json"):
     out["sweep"] = json.load(open(f"{logs}/sweep.json"))
 json.dump(out, open(path, "w"), indent=1)
 for key, v in rows.items():
-    print(f"ab {key}: base {v.get('base')} new {v.get('new')}")
+    print(f"ab {key}: " + " ".join(f"{side} {v.get(side)}" for side in sides))
 PY
 tar -C "$logs" -czf "$OUT/logs.tar.gz" .
 log "total $((SECONDS - t0)) s"
