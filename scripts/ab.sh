@@ -117,11 +117,12 @@ case $mode in
     grep -E "^\[  (PASSED|FAILED) |FAILED" "$logs/unit_cuda.log" | head -20 | tee -a "$OUT/summary.txt"
     ;;
   kernels)
-    build/ab-new-kernels/tests/test_softmax_kernels >"$logs/check.txt" 2>&1
+    timeout "${SOFTFUSE_CHECK_LIMIT:-400}" build/ab-new-kernels/tests/test_softmax_kernels >"$logs/check.txt" 2>&1
     grep -E "^(PASSED|FAILED)" "$logs/check.txt" | sed 's/^/test_softmax_kernels (new, full): /' | tee -a "$OUT/summary.txt"
     for side in $sides; do
       [ "$side" = base ] || [ "$side" = new ] && continue
-      "build/ab-$side-kernels/tests/test_softmax_kernels" --small >"$logs/check_$side.txt" 2>&1
+      timeout "${SOFTFUSE_CHECK_LIMIT:-400}" "build/ab-$side-kernels/tests/test_softmax_kernels" --small \
+        >"$logs/check_$side.txt" 2>&1
       grep -E "^(PASSED|FAILED)" "$logs/check_$side.txt" | sed "s/^/test_softmax_kernels ($side, small): /" |
         tee -a "$OUT/summary.txt"
     done
