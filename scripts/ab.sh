@@ -18,6 +18,7 @@
 # AB_VARIANTS (space-separated source trees, e.g. ".ab/v1 .ab/v2") adds sides of their own, each named by its folder,
 # built and run with the two others (one baseline build for all); the full checks run on this tree, the variants
 # take test_softmax_kernels --small (kernels mode).
+# SOFTFUSE_CHECK_LIMIT (seconds, default 400) stops kernel checks that run longer.
 # AB_ROUNDS (default 2) sets the rounds; SOFTFUSE_COMMIT and AB_BASE_COMMIT name both sides' commits in the results. Writes $OUT/ab.json (every run of both sides: side, round and the program's own
 # JSON), summary.txt (a line per shape and plan: both sides' figures) and logs.tar.gz. OUT defaults to build/ab-out.
 set -u
@@ -30,6 +31,7 @@ mkdir -p "$OUT"
 logs=$(mktemp -d)
 jobs=$(nproc)
 log() { echo "$*" | tee -a "$OUT/summary.txt"; }
+check_limit=${SOFTFUSE_CHECK_LIMIT:-400}  # seconds: kernel checks that run longer are stopped
 t0=$SECONDS
 declare -A src=([new]=. [base]="$base_tree")
 sides="base new"
@@ -117,11 +119,11 @@ case $mode in
     grep -E "^\[  (PASSED|FAILED) |FAILED" "$logs/unit_cuda.log" | head -20 | tee -a "$OUT/summary.txt"
     ;;
   kernels)
-    timeout "${SOFTFUSE_CHECK_LIMIT:-400}" build/ab-new-kernels/tests/test_softmax_kernels >"$logs/check.txt" 2>&1
+    timeout "$check_limit" build/ab-new-kernels/tests/test_softmax_kernels >"$logs/check.txt" 2>&1
     grep -E "^(PASSED|FAILED)" "$logs/check.txt" | sed 's/^/test_softmax_kernels (new, full): /' | tee -a "$OUT/summary.txt"
     for side in $sides; do
       [ "$side" = base ] || [ "$side" = new ] && continue
-      timeout "${SOFTFUSE_CHECK_LIMIT:-400}" "build/ab-$side-kernels/tests/test_softmax_kernels" --small \
+      timeout "$check_limit" "build/ab-$side-kernels/tests/test_softmax_kernels" --small \
         >"$logs/check_$side.txt" 2>&1
       grep -E "^(PASSED|FAILED)" "$logs/check_$side.txt" | sed "s/^/test_softmax_kernels ($side, small): /" |
         tee -a "$OUT/summary.txt"

@@ -115,7 +115,7 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
   const std::int64_t held_all = scratch_elements(scratch_max, sizeof(float), kGpuRowThreads, scratch_bytes);
   if (cols >= 2048)
     for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held, held_all})
-      if (h <= held || (h > held && cols >= max_chunks * 2 * held))
+      if (h <= held || cols >= max_chunks * 2 * held)
         plans.push_back(
             plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, h, concurrency / kGpuRowThreads, max_chunks));
   if (cols >= 131072)
