@@ -86,7 +86,7 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       p.staged    = true;
       p.cached    = true;
       p.team_size = threads;
-      if (scratch_bytes(threads * staged_stride(cols)) <= scratch_max) plans.push_back(p);
+      if (scratch_bytes(staged_scratch(threads, cols)) <= scratch_max) plans.push_back(p);
     }
   if (cols <= 4096)
     for (int lanes = 1; lanes <= 32; lanes *= 2)

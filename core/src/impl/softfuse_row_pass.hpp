@@ -289,6 +289,12 @@ KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const 
   return join_workers(workers, RowStats<T>{max, s == max ? sum : sum * static_cast<double>(row_exp(s - max))});
 }
 
+/// What a worker of a held row multiplies its e_j by: exp(shift - max) * inv (0 for a worker of -inf and NaN).
+template <class T>
+KOKKOS_INLINE_FUNCTION T held_row_factor(const T shift, const T max, const T inv) {
+  return (shift == -Infinity<T>::value ? T(0) : row_exp(shift - max)) * inv;
+}
+
 /// y_row(j) = e_j * exp(shift - max) * inv, e_j from `cache` (filled by held_row_stats with the same workers).
 template <class T, int B, class Workers, class YRow, class Cache>
 KOKKOS_INLINE_FUNCTION void held_row_write(const Workers& workers, const YRow& y_row, const Cache& cache, const T shift,
@@ -296,7 +302,7 @@ KOKKOS_INLINE_FUNCTION void held_row_write(const Workers& workers, const YRow& y
   const std::int64_t n = y_row.extent(0);
   const RowBlocks<B, true> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
-  const T factor        = (shift == -Infinity<T>::value ? T(0) : row_exp(shift - max)) * inv;
+  const T factor        = held_row_factor(shift, max, inv);
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
     for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
       const int len = blocks.length(j0);

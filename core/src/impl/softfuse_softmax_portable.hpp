@@ -55,8 +55,10 @@ struct PackedRowsFunctor {
 /// Staged (packed, GPUs): team thread r of team t owns row first_row + t * team_size + r. The team moves its
 /// rows between memory and team scratch as one range of (row, column) in row-major order, consecutive threads
 /// on consecutive elements (coalesced where rows are contiguous), U per thread at a time; each thread computes
-/// its row in scratch (rows at an odd stride: a warp's threads read different banks). Every thread runs the
-/// row pass, over an empty row past the last one, so no thread leaves a vector reduction.
+/// its row's statistics in scratch (rows at an odd stride: a warp's threads read different banks) and leaves
+/// there its row's factor, by which the move back to memory scales each element (held_row_write's product,
+/// without a pass of its own). Every thread runs the statistics, over an empty row past the last one, so no
+/// thread leaves a vector reduction.
 template <class ExecSpace, class XView, class YView, class Op>
 struct StagedRowsFunctor {
   using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -69,8 +71,9 @@ struct StagedRowsFunctor {
   Op op;
   std::int64_t first_row, rows;
 
-  /// store(r, j, load(r, j)) for the first n elements of the team's rows of `cols` in row-major order.
-  template <class Load, class Store>
+  /// store(k, r, j, load(k, r, j)) for the first n elements k of the team's rows of `cols` in row-major order, r
+  /// and j the row and column of k. Whole: the team size is a multiple of cols, so each thread keeps its column.
+  template <bool Whole, class Load, class Store>
   KOKKOS_INLINE_FUNCTION static void move(const member_type& team, const int n, const int cols, const Load& load,
                                           const Store& store) {
     const int threads = team.team_size(), step_rows = threads / cols, step_cols = threads - step_rows * cols;
@@ -82,17 +85,33 @@ struct StagedRowsFunctor {
         rr[u] = r;
         jj[u] = j;
         r += step_rows;
-        j += step_cols;
-        if (j >= cols) {
-          j -= cols;
-          ++r;
+        if (!Whole) {
+          j += step_cols;
+          if (j >= cols) {
+            j -= cols;
+            ++r;
+          }
         }
       }
       for (int u = 0; u < U; ++u)
-        if (k0 + u * threads < n) v[u] = load(rr[u], jj[u]);
+        if (k0 + u * threads < n) v[u] = load(k0 + u * threads, rr[u], jj[u]);
       for (int u = 0; u < U; ++u)
-        if (k0 + u * threads < n) store(rr[u], jj[u], v[u]);
+        if (k0 + u * threads < n) store(k0 + u * threads, rr[u], jj[u], v[u]);
     }
+  }
+  template <class Load, class Store>
+  KOKKOS_INLINE_FUNCTION static void move(const member_type& team, const int n, const int cols, const Load& load,
+                                          const Store& store) {
+    if (team.team_size() % cols == 0)
+      move<true>(team, n, cols, load, store);
+    else
+      move<false>(team, n, cols, load, store);
+  }
+
+  /// Rows of `cols` consecutive elements (LayoutRight and its like): the team's range is one run in memory.
+  template <class View>
+  KOKKOS_INLINE_FUNCTION static bool contiguous_rows(const View& v, const std::int64_t cols) {
+    return v.stride(1) == 1 && static_cast<std::int64_t>(v.stride(0)) == cols;
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
@@ -100,18 +119,35 @@ struct StagedRowsFunctor {
     const std::int64_t base = first_row + std::int64_t(team.league_rank()) * team.team_size();
     const int count         = static_cast<int>(rows - base < team.team_size() ? rows - base : team.team_size());
     const int n = count * static_cast<int>(cols), c = static_cast<int>(cols);
-    const row_cache_t<ExecSpace, T> s(team.team_scratch(0), team.team_size() * stride);
-    move(
-        team, n, c, [&](const int r, const int j) { return static_cast<T>(x(base + r, j)); },
-        [&](const int r, const int j, const T v) { s(r * stride + j) = v; });
+    const row_cache_t<ExecSpace, T> s(team.team_scratch(0), staged_scratch(team.team_size(), cols));
+    const auto at     = [&](const int r, const int j) { return r * stride + j; };
+    const auto to_row = [&](const int, const int r, const int j, const T v) { s(at(r, j)) = v; };
+    if (contiguous_rows(x, cols)) {
+      const auto* const run = x.data() + base * cols;
+      move(
+          team, n, c, [&](const int k, const int, const int) { return static_cast<T>(run[k]); }, to_row);
+    } else {
+      move(
+          team, n, c, [&](const int, const int r, const int j) { return static_cast<T>(x(base + r, j)); }, to_row);
+    }
     team.team_barrier();
-    const std::int64_t r0 = team.team_rank() * stride, len = team.team_rank() < count ? cols : 0;
-    const auto row        = Kokkos::subview(s, Kokkos::make_pair(r0, r0 + len));
-    row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(VectorWorkers<member_type>{team, 1}, row, row, row, op);
+    const int me             = team.team_rank();
+    const std::int64_t len   = me < count ? cols : 0;
+    const auto row           = Kokkos::subview(s, Kokkos::make_pair(at(me, 0), at(me, 0) + len));
+    const T* const factor_at = &s(team.team_size() * stride);
+    T shift                  = 0;
+    const RowStats<T> stats  = held_row_stats<T, B, false>(VectorWorkers<member_type>{team, 1}, row, row, op, shift);
+    Kokkos::single(Kokkos::PerThread(team), [&]() {
+      s(team.team_size() * stride + me) = held_row_factor(shift, stats.max, stats.inverse_sum());
+    });
     team.team_barrier();
-    move(
-        team, n, c, [&](const int r, const int j) { return s(r * stride + j); },
-        [&](const int r, const int j, const T v) { y(base + r, j) = v; });
+    const auto from_row = [&](const int, const int r, const int j) { return s(at(r, j)) * factor_at[r]; };
+    if (contiguous_rows(y, cols)) {
+      auto* const run = y.data() + base * cols;
+      move(team, n, c, from_row, [&](const int k, const int, const int, const T v) { run[k] = v; });
+    } else {
+      move(team, n, c, from_row, [&](const int, const int r, const int j, const T v) { y(base + r, j) = v; });
+    }
   }
 };
 
@@ -165,8 +201,8 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
     if (plan.regime == RowRegime::split) return split_row_softmax(space, x, y, op, plan, label);
     return host_row_softmax(space, x, y, op, plan, label);
   } else {
-    using T                  = typename YView::non_const_value_type;
-    const std::int64_t rows  = y.extent(0), cols = y.extent(1);
+    using T                 = typename YView::non_const_value_type;
+    const std::int64_t rows = y.extent(0), cols = y.extent(1);
     const auto scratch_bytes = [](std::int64_t n) { return row_cache_t<ExecSpace, T>::shmem_size(n); };
     const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
     switch (plan.regime) {
@@ -174,12 +210,14 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
         if (plan.staged)
           launch_rows(
               space, StagedRowsFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0, rows}, rows, true, plan,
-              [&](int team) { return scratch_bytes(team * staged_stride(cols)); }, label);
+              [&](int team) { return scratch_bytes(staged_scratch(team, cols)); }, label);
         else if (plan.cached)
-          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length},
-                      rows, true, plan, packed_bytes, label);
+          launch_rows(space,
+                      PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length}, rows,
+                      true, plan, packed_bytes, label);
         else
-          launch_rows(space, PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
+          launch_rows(space,
+                      PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
                       rows, true, plan, packed_bytes, label);
         break;
       case RowRegime::team:

@@ -128,6 +128,10 @@ constexpr std::int64_t kStagedMaxCols = 64;
 /// A staged row's place in team scratch: an odd number of elements, so the rows that the threads of a warp
 /// read lie in different banks.
 KOKKOS_INLINE_FUNCTION constexpr std::int64_t staged_stride(const std::int64_t cols) { return cols | 1; }
+/// Team scratch of a staged team (elements): its rows, then one output factor per row.
+KOKKOS_INLINE_FUNCTION constexpr std::int64_t staged_scratch(const std::int64_t team, const std::int64_t cols) {
+  return team * (staged_stride(cols) + 1);
+}
 
 /// The team size to launch: the plan's, within what the backend allows for the functor (`max_team`),
 /// rounded down to a power of two. team_size_max can be any count of warps (a functor with more registers,
@@ -236,8 +240,8 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     // and 64 at 61-67 % of copy against 38-40 % over vector lanes; teams of 64 or 128 ahead of 256).
     if (cache && cols <= kStagedMaxCols) {
       int team = kGpuPackedThreads;
-      while (team > 32 && scratch_bytes(team * staged_stride(cols)) > scratch_max) team /= 2;
-      if (scratch_bytes(team * staged_stride(cols)) <= scratch_max) {
+      while (team > 32 && scratch_bytes(staged_scratch(team, cols)) > scratch_max) team /= 2;
+      if (scratch_bytes(staged_scratch(team, cols)) <= scratch_max) {
         plan.regime    = RowRegime::packed;
         plan.staged    = true;
         plan.cached    = true;
