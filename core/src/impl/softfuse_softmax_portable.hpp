@@ -93,10 +93,15 @@ struct StagedRowsFunctor {
           }
         }
       }
-      for (int u = 0; u < U; ++u)
-        if (k0 + u * threads < n) v[u] = load(k0 + u * threads, rr[u], jj[u]);
-      for (int u = 0; u < U; ++u)
-        if (k0 + u * threads < n) store(k0 + u * threads, rr[u], jj[u], v[u]);
+      if (k0 + (U - 1) * threads < n) {  // no element of this step past the team's rows: no guards
+        for (int u = 0; u < U; ++u) v[u] = load(k0 + u * threads, rr[u], jj[u]);
+        for (int u = 0; u < U; ++u) store(k0 + u * threads, rr[u], jj[u], v[u]);
+      } else {
+        for (int u = 0; u < U; ++u)
+          if (k0 + u * threads < n) v[u] = load(k0 + u * threads, rr[u], jj[u]);
+        for (int u = 0; u < U; ++u)
+          if (k0 + u * threads < n) store(k0 + u * threads, rr[u], jj[u], v[u]);
+      }
     }
   }
   template <class Load, class Store>
