@@ -64,7 +64,7 @@ struct StagedRowsFunctor {
   using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using T                = typename YView::non_const_value_type;
   static constexpr int B = row_block_size<ExecSpace, true>();
-  static constexpr int U = 8;
+  static constexpr int U = 8;  // loads in flight per thread (H100, 4194304x32: 92 % of copy against 79 % with 4)
 
   XView x;
   YView y;
