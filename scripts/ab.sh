@@ -46,8 +46,12 @@ nsides=$(wc -w <<<"$sides")
 # build_sides NAME SOURCE_SUBDIR CMAKE_ARGS TARGETS: configures and builds every side at once (the cores shared out)
 # in build/ab-SIDE-NAME
 build_sides() {
-  local dir=$1 sub=$2 args=$3 targets=$4 side
+  local dir=$1 sub=$2 args=$3 targets=$4 side source
   for side in $sides; do
+    # a build folder configured for another tree cannot be reconfigured: start it afresh
+    source=$(cd "${src[$side]}/$sub" && pwd)
+    grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$source" "build/ab-$side-$dir/CMakeCache.txt" 2>/dev/null ||
+      rm -rf "build/ab-$side-$dir"
     (cmake -S "${src[$side]}/$sub" -B "build/ab-$side-$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release $args \
        >"$logs/${side}_build.log" 2>&1 &&
      cmake --build "build/ab-$side-$dir" -j $((jobs > nsides ? jobs / nsides : 1)) --target $targets \
@@ -57,6 +61,14 @@ build_sides() {
   wait
   for side in $sides; do tail -n1 "$logs/${side}_build.log"; done | tee -a "$OUT/summary.txt"
   log "built at $((SECONDS - t0)) s"
+  # no side runs an earlier build of its folder
+  for side in $sides; do
+    tail -n1 "$logs/${side}_build.log" | grep -q "rc 0$" && continue
+    log "$side: build failed"
+    tail -20 "$logs/${side}_build.log"
+    tar -C "$logs" -czf "$OUT/logs.tar.gz" .
+    exit 1
+  done
 }
 
 case $mode in
