@@ -136,17 +136,16 @@ struct StagedRowsFunctor {
           team, n, c, [&](const int, const int r, const int j) { return static_cast<T>(x(base + r, j)); }, to_row);
     }
     team.team_barrier();
-    const int me             = team.team_rank();
-    const std::int64_t len   = me < count ? cols : 0;
-    const auto row           = Kokkos::subview(s, Kokkos::make_pair(at(me, 0), at(me, 0) + len));
-    const T* const factor_at = &s(team.team_size() * stride);
-    T shift                  = 0;
-    const RowStats<T> stats  = held_row_stats<T, B, false>(VectorWorkers<member_type>{team, 1}, row, row, op, shift);
-    Kokkos::single(Kokkos::PerThread(team), [&]() {
-      s(team.team_size() * stride + me) = held_row_factor(shift, stats.max, stats.inverse_sum());
-    });
+    const int me            = team.team_rank();
+    const std::int64_t len  = me < count ? cols : 0;
+    const auto row          = Kokkos::subview(s, Kokkos::make_pair(at(me, 0), at(me, 0) + len));
+    T* const factors        = &s(team.team_size() * stride);  // one per row, after the rows
+    T shift                 = 0;
+    const RowStats<T> stats = held_row_stats<T, B, false>(VectorWorkers<member_type>{team, 1}, row, row, op, shift);
+    Kokkos::single(Kokkos::PerThread(team),
+                   [&]() { factors[me] = held_row_factor(shift, stats.max, stats.inverse_sum()); });
     team.team_barrier();
-    const auto from_row = [&](const int, const int r, const int j) { return s(at(r, j)) * factor_at[r]; };
+    const auto from_row = [&](const int, const int r, const int j) { return s(at(r, j)) * factors[r]; };
     if (contiguous_rows(y, cols)) {
       auto* const run = y.data() + base * cols;
       move(team, n, c, from_row, [&](const int k, const int, const int, const T v) { run[k] = v; });
