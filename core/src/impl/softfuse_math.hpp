@@ -13,11 +13,13 @@ namespace Impl {
 #if KOKKOS_VERSION >= 30700
 using Kokkos::erf;
 using Kokkos::exp;
+using Kokkos::fmax;
 using Kokkos::sqrt;
 using Kokkos::tanh;
 #else
 using Kokkos::Experimental::erf;
 using Kokkos::Experimental::exp;
+using Kokkos::Experimental::fmax;
 using Kokkos::Experimental::sqrt;
 using Kokkos::Experimental::tanh;
 #endif

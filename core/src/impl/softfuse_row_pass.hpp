@@ -258,9 +258,10 @@ KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const 
   T max = -Infinity<T>::value, s = -Infinity<T>::value;
   double sum           = 0;  // of the worker's e = exp(v - s)
   const auto add_block = [&](const std::int64_t lane, const std::int64_t j0, const int len, const T(&v)[B]) {
-    T block_max[2] = {-Infinity<T>::value, -Infinity<T>::value};  // NaN ignored: it poisons the sum
-    for (int l = 0; l < B; ++l) block_max[l & 1] = v[l] > block_max[l & 1] ? v[l] : block_max[l & 1];
-    const T m = block_max[1] > block_max[0] ? block_max[1] : block_max[0];
+    // fmax ignores NaN (it poisons the sum) in one instruction; the maxima start at -inf, never NaN
+    T block_max[2] = {-Infinity<T>::value, -Infinity<T>::value};
+    for (int l = 0; l < B; ++l) block_max[l & 1] = fmax(v[l], block_max[l & 1]);
+    const T m = fmax(block_max[1], block_max[0]);
     max       = m > max ? m : max;
     if (m > s + T(kHeldShiftSlack)) {  // the first finite block, or a maximum far above s (rare)
       if (s > -Infinity<T>::value) {
@@ -272,13 +273,19 @@ KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const 
       s = m;
     }
     const T base = s == -Infinity<T>::value ? T(0) : s;
-    T part       = 0;
+    T e[B];
+    T part = 0;
     for (int l = 0; l < B; ++l) {
-      const T e = row_exp(v[l] - base);
-      part += e;
-      if (len == B || l < len) cache(j0 + l * dj) = e;
+      e[l] = row_exp(v[l] - base);
+      part += e[l];
     }
     sum += static_cast<double>(part);
+    if (len == B) {  // unguarded: one address step per store
+      for (int l = 0; l < B; ++l) cache(j0 + l * dj) = e[l];
+    } else {
+      for (int l = 0; l < B; ++l)
+        if (l < len) cache(j0 + l * dj) = e[l];  // compile-time indices keep e in registers
+    }
   };
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
     for_lane_blocks<T, B, Pipelined>(
