@@ -150,7 +150,7 @@ void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y,
   // (H100, chunks of 26368 floats: 4096 x 393216 70 % of copy against 68 %; with 4 teams of 64 registers
   // loading ahead spills: 55 % against 66 %).
   using four_per_multiprocessor = Kokkos::LaunchBounds<kGpuRowThreads, 4>;
-  using any_per_multiprocessor  = Kokkos::LaunchBounds<kGpuRowThreads, 1>;
+  using any_per_multiprocessor  = Kokkos::LaunchBounds<kGpuRowThreads, 2>;
   using lean_type               = ChunkedRowsFunctor<ExecSpace, XView, YView, Op, false>;
   using ahead_type              = ChunkedRowsFunctor<ExecSpace, XView, YView, Op, true>;
   using partials_type           = decltype(lean_type::part_max);

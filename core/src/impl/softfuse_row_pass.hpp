@@ -125,19 +125,21 @@ KOKKOS_INLINE_FUNCTION void for_lane_blocks(const RowBlocks<B, true>& blocks, co
   std::int64_t j0 = blocks.begin(lane);
   if (j0 >= n) return;
   int len = blocks.length(j0);
-  T v[B];
-  load_block_padded<T, B>(x_row, op, j0, dj, len, v);
-  while (true) {
+  T a[B], b[B];  // the current block and the next, their roles swapped each step (no copy between them)
+  load_block_padded<T, B>(x_row, op, j0, dj, len, a);
+  // one block: loads the next into `next` (ahead of add where Pipelined), adds `cur`; false after the last
+  const auto step = [&](const T(&cur)[B], T(&next)[B]) {
     const std::int64_t j1 = j0 + blocks.step();
     const int next_len    = j1 < n ? blocks.length(j1) : 0;
-    T next[B];
     if (Pipelined && next_len > 0) load_block_padded<T, B>(x_row, op, j1, dj, next_len, next);
-    add(j0, len, v);
-    if (next_len == 0) return;
+    add(j0, len, cur);
+    if (next_len == 0) return false;
     if (!Pipelined) load_block_padded<T, B>(x_row, op, j1, dj, next_len, next);
-    for (int l = 0; l < B; ++l) v[l] = next[l];
     j0  = j1;
     len = next_len;
+    return true;
+  };
+  while (step(a, b) && step(b, a)) {
   }
 }
 
