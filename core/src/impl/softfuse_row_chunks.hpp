@@ -62,15 +62,17 @@ struct ChunkedRowsFunctor {
   XView x;
   YView y;
   Op op;
-  Kokkos::View<std::uint64_t*, device_type> part_max, part_sum;  // [row * chunks + chunk], kEmptyPartial at first
-  Kokkos::View<int*, device_type> ticket;  // [launch]: the next chunk of the launch to take (int: a native atomic)
+  // [row * chunks + chunk], kEmptyPartial at first; parts of one workspace (chunked_row_softmax)
+  Kokkos::View<std::uint64_t*, device_type, Kokkos::MemoryUnmanaged> part_max, part_sum;
+  // [launch]: the last chunk of the launch taken, -1 at first (all ones, as the partials; int: a native atomic)
+  int* ticket;
   std::int64_t first_row, chunk, cached_chunk;
   int chunks, launch;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     int unit = 0;
     Kokkos::single(
-        Kokkos::PerTeam(team), [&](int& t) { t = Kokkos::atomic_fetch_add(&ticket(launch), 1); }, unit);
+        Kokkos::PerTeam(team), [&](int& t) { t = Kokkos::atomic_fetch_add(&ticket[launch], 1) + 1; }, unit);
     const std::int64_t row_in_launch = unit / chunks, row = first_row + row_in_launch;
     const std::int64_t begin = (unit - row_in_launch * chunks) * chunk, cols = y.extent(1);
     const std::int64_t end  = begin + chunk < cols ? begin + chunk : cols;
@@ -121,15 +123,17 @@ int chunk_team_size_max(const ExecSpace& space, const Functor& f, const std::siz
   return probe.team_size_max(f, Kokkos::ParallelForTag());
 }
 
-/// Launches the chunked kernel over all rows with `Bounds`: launches of at most INT_MAX chunks, each with its own
+/// The rows of one launch of the chunked kernel: at most INT_MAX chunks, so that a ticket is an int.
+inline std::int64_t chunk_launch_rows(const RowPlan& plan) { return std::max<std::int64_t>(1, INT_MAX / plan.chunks); }
+
+/// Launches the chunked kernel over all rows with `Bounds`: launches of chunk_launch_rows rows, each with its own
 /// ticket counter.
 template <class Bounds, class ExecSpace, class Functor>
 void launch_chunks(const ExecSpace& space, Functor f, const std::int64_t rows, const RowPlan& plan,
                    const std::size_t scratch, const int team, const char* label) {
   using policy_type             = Kokkos::TeamPolicy<ExecSpace, Bounds>;
-  const std::int64_t per_launch = std::max<std::int64_t>(1, INT_MAX / plan.chunks);
+  const std::int64_t per_launch = chunk_launch_rows(plan);
   const std::int64_t launches   = (rows + per_launch - 1) / per_launch;
-  f.ticket                      = decltype(f.ticket)(Kokkos::view_alloc(space, "softfuse::chunk_ticket"), launches);
   for (std::int64_t l = 0; l < launches; ++l) {
     f.launch         = static_cast<int>(l);
     f.first_row      = l * per_launch;
@@ -140,7 +144,8 @@ void launch_chunks(const ExecSpace& space, Functor f, const std::int64_t rows, c
   }
 }
 
-/// Runs the chunked regime over all rows. The workspace (partials, tickets) is allocated per call.
+/// Runs the chunked regime over all rows. The workspace (partials, tickets) is allocated per call, as one allocation
+/// filled once (each allocation costs the call a device allocation and a free that waits for the device).
 template <class ExecSpace, class XView, class YView, class Op>
 void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
                          const char* label) {
@@ -155,21 +160,24 @@ void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y,
   using ahead_type              = ChunkedRowsFunctor<ExecSpace, XView, YView, Op, true>;
   using partials_type           = decltype(lean_type::part_max);
   const std::int64_t rows       = y.extent(0);
-  const partials_type part_max(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_max"),
-                               rows * plan.chunks);
-  const partials_type part_sum(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_sum"),
-                               rows * plan.chunks);
-  Kokkos::deep_copy(space, part_max, kEmptyPartial);
-  Kokkos::deep_copy(space, part_sum, kEmptyPartial);
+  const std::int64_t partials   = rows * plan.chunks;
+  const std::int64_t launches   = (rows + chunk_launch_rows(plan) - 1) / chunk_launch_rows(plan);
+  // maxima, sums, then the tickets (two ints a word), all ones
+  const Kokkos::View<std::uint64_t*, typename lean_type::device_type> workspace(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_workspace"),
+      2 * partials + (launches + 1) / 2);
+  Kokkos::deep_copy(space, workspace, kEmptyPartial);
+  const partials_type part_max(workspace.data(), partials), part_sum(workspace.data() + partials, partials);
+  int* const ticket         = reinterpret_cast<int*>(workspace.data() + 2 * partials);
   const std::size_t scratch = lean_type::cache_type::shmem_size(plan.cached_chunk);
   const lean_type lean{
-      x, y, op, part_max, part_sum, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
+      x, y, op, part_max, part_sum, ticket, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
   const int four_team = chunk_team_size_max<four_per_multiprocessor>(space, lean, scratch);
   if (four_team >= plan.team_size)
     return launch_chunks<four_per_multiprocessor>(space, lean, rows, plan, scratch,
                                                   launch_team_size(plan.team_size, four_team), label);
   const ahead_type ahead{
-      x, y, op, part_max, part_sum, {}, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
+      x, y, op, part_max, part_sum, ticket, 0, plan.chunk, plan.cached_chunk, static_cast<int>(plan.chunks), 0};
   launch_chunks<two_per_multiprocessor>(
       space, ahead, rows, plan, scratch,
       launch_team_size(plan.team_size, chunk_team_size_max<two_per_multiprocessor>(space, ahead, scratch)), label);

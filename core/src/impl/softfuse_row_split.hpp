@@ -29,8 +29,9 @@ struct SplitRowsBase {
   XView x;
   YView y;
   Op op;
-  Kokkos::View<T*, device_type> part_max;
-  Kokkos::View<double*, device_type> part_sum;
+  // [unit]: each chunk's (max, sum), parts of one workspace (split_row_softmax)
+  Kokkos::View<T*, device_type, Kokkos::MemoryUnmanaged> part_max;
+  Kokkos::View<double*, device_type, Kokkos::MemoryUnmanaged> part_sum;
   std::int64_t first_row, chunk;
   int chunks;
 
@@ -93,9 +94,14 @@ void split_row_softmax(const ExecSpace& space, const XView& x, const YView& y, c
   using policy_type        = Kokkos::TeamPolicy<ExecSpace>;
   const std::int64_t rows  = y.extent(0);
   const std::int64_t units = plan.group_rows * plan.chunks;
+  // one allocation (each costs the call a device allocation and a free that waits for the device): the sums, then
+  // the maxima (a T fits in a double's place)
+  const Kokkos::View<double*, typename base::device_type> workspace(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::split_workspace"), 2 * units);
+  static_assert(sizeof(typename base::T) <= sizeof(double), "a maximum takes a double's place");
   base b{x, y, op, {}, {}, 0, plan.chunk, static_cast<int>(plan.chunks)};
-  b.part_max = decltype(b.part_max)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::row_max"), units);
-  b.part_sum = decltype(b.part_sum)(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::row_sum"), units);
+  b.part_sum = decltype(b.part_sum)(workspace.data(), units);
+  b.part_max = decltype(b.part_max)(reinterpret_cast<typename base::T*>(workspace.data() + units), units);
   SplitStatsFunctor<ExecSpace, XView, YView, Op> stats{b};
   SplitWriteFunctor<ExecSpace, XView, YView, Op> write{b};
   const int team = launch_team_size(plan.team_size,
