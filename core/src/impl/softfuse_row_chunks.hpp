@@ -126,6 +126,11 @@ int chunk_team_size_max(const ExecSpace& space, const Functor& f, const std::siz
 /// The rows of one launch of the chunked kernel: at most INT_MAX chunks, so that a ticket is an int.
 inline std::int64_t chunk_launch_rows(const RowPlan& plan) { return std::max<std::int64_t>(1, INT_MAX / plan.chunks); }
 
+/// The launches of the chunked kernel over `rows` rows, each with its own ticket.
+inline std::int64_t chunk_launches(const std::int64_t rows, const RowPlan& plan) {
+  return (rows + chunk_launch_rows(plan) - 1) / chunk_launch_rows(plan);
+}
+
 /// Launches the chunked kernel over all rows with `Bounds`: launches of chunk_launch_rows rows, each with its own
 /// ticket counter.
 template <class Bounds, class ExecSpace, class Functor>
@@ -133,8 +138,7 @@ void launch_chunks(const ExecSpace& space, Functor f, const std::int64_t rows, c
                    const std::size_t scratch, const int team, const char* label) {
   using policy_type             = Kokkos::TeamPolicy<ExecSpace, Bounds>;
   const std::int64_t per_launch = chunk_launch_rows(plan);
-  const std::int64_t launches   = (rows + per_launch - 1) / per_launch;
-  for (std::int64_t l = 0; l < launches; ++l) {
+  for (std::int64_t l = 0; l < chunk_launches(rows, plan); ++l) {
     f.launch         = static_cast<int>(l);
     f.first_row      = l * per_launch;
     const int league = static_cast<int>(std::min(per_launch, rows - f.first_row) * plan.chunks);
@@ -161,7 +165,7 @@ void chunked_row_softmax(const ExecSpace& space, const XView& x, const YView& y,
   using partials_type           = decltype(lean_type::part_max);
   const std::int64_t rows       = y.extent(0);
   const std::int64_t partials   = rows * plan.chunks;
-  const std::int64_t launches   = (rows + chunk_launch_rows(plan) - 1) / chunk_launch_rows(plan);
+  const std::int64_t launches   = chunk_launches(rows, plan);
   // maxima, sums, then the tickets (two ints a word), all ones
   const Kokkos::View<std::uint64_t*, typename lean_type::device_type> workspace(
       Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "softfuse::chunk_workspace"),
