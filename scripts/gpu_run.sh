@@ -3,8 +3,8 @@
 # dependencies and softfuse with CUDA, runs the unit tests (CUDA, Serial and the install tests), then
 # the benchmarks, and writes logs and JSON results under $OUT.
 #
-#   bash scripts/gpu_run.sh [test|bench|all|sanitize|kernels|distributed|host|portable|portable-profile|fp32-gemm|
-#                            tc-gemm|fused-api] [ARCH]
+#   bash scripts/gpu_run.sh [test|bench|all|sanitize|kernels|kernels-profile|distributed|host|portable|
+#                            portable-profile|fp32-gemm|tc-gemm|fused-api] [ARCH]
 #   (default: all HOPPER90)
 #
 # sanitize builds only the kernel tests (cuda_specialized as a CMake project of its own, no Kokkos), runs their
@@ -38,6 +38,8 @@
 # portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
 # plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
 # the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
+# kernels-profile builds the softmax kernels' project alone with -lineinfo, runs their full checks, then profiles the default
+# plan's kernel of each of SOFTFUSE_PROFILE_SHAPES with Nsight Compute's full set (ncu_SHAPE.txt).
 # SOFTFUSE_PLAN_SHAPES limits portable's plan sweep to those shapes (e.g. 4096x393216,8192x32768).
 # portable-profile builds the plan sweep only, times the plans of SOFTFUSE_PLAN_SHAPES (default: the profiled shapes)
 # and profiles plan_rows' kernels on SOFTFUSE_PROFILE_SHAPES with Nsight Compute (ncu_SHAPE.txt).
@@ -146,6 +148,25 @@ if [ "$what" = kernels ]; then
   stage torch_softmax python3 perf/torch_baseline/softmax_torch.py ${shapes:+--shapes "$shapes"} \
     --json "$OUT/torch_softmax.json"
   grep -E "^torch" "$logs/torch_softmax.log" | tee -a "$OUT/summary.txt"
+  finish
+fi
+
+if [ "$what" = kernels-profile ]; then
+  # the default plan of each of SOFTFUSE_PROFILE_SHAPES, one launch each, under Nsight Compute's full set (stall
+  # reasons by source line: the kernels built with -lineinfo), after the full kernel checks
+  kernels=$root/build/cuda-kernels-lineinfo
+  shapes=${SOFTFUSE_PROFILE_SHAPES:-512x524288,4096x393216,128x1048576}
+  stage configure_kernels cmake -S cuda_specialized -B "$kernels" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_FLAGS=-lineinfo
+  stage build_kernels cmake --build "$kernels" -j "$jobs" --target test_softmax_kernels softmax_kernels_bench
+  [ $status -eq 0 ] || finish
+  stage check_test_softmax_kernels timeout "$check_limit" "$kernels/tests/test_softmax_kernels"
+  grep -E "^(PASSED|FAILED)" "$logs/check_test_softmax_kernels.log" | tee -a "$OUT/summary.txt"
+  for shape in ${shapes//,/ }; do
+    stage "ncu_$shape" ncu --clock-control none --kernel-name-base demangled -k "regex:softmax_.*kernel" \
+      --launch-count 1 --set full --import-source no "$kernels/perf/softmax_kernels_bench" --profile "$shape"
+    cp "$logs/ncu_$shape.log" "$OUT/ncu_$shape.txt"
+  done
   finish
 fi
 
