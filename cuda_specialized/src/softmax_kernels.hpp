@@ -119,9 +119,10 @@ const void* cluster_row_kernel(int vec, int threads, int kr);
 template <class T>
 const void* group_row_kernel(int vec, int threads, int kr);
 // buffers/lead: chunks a block holds in shared memory / how many steps ahead of its write it
-// reduces a chunk (4/2, 5/3 and 6/4 compiled); nchunks: the row's chunks, which pick the join
+// reduces a chunk (4/2, 5/3 and 6/4 compiled); kpt: vectors per thread and chunk (at most those of the chunk the
+// plans take for these buffers); nchunks: the row's chunks, which pick the join
 template <class T>
-const void* stream_kernel(int vec, int threads, int buffers, int lead, std::int64_t nchunks);
+const void* stream_kernel(int vec, int threads, int buffers, int lead, int kpt, std::int64_t nchunks);
 // A chunk stream's join: its control warp loads kStreamJoinNarrow partials per lane and round trip
 // (128 per round trip), kStreamJoinWide for rows of more chunks (256, one round trip up to 256
 // chunks; H100, kernels alone: 8 MB rows 73 -> 81 % of copy). The wide join's registers cost rows

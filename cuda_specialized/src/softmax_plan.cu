@@ -68,7 +68,7 @@ bool choose_stream(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
   // chunks that the resident blocks hold, if it keeps kStreamAlignedMinShare of them busy.
   const std::int64_t aligned = sh.blocks / sh.nchunks * sh.nchunks;
   const bool outrun          = stream_outrun(di);
-  if (outrun && fits && aligned * 100 >= kStreamAlignedMinShare * sh.blocks) {
+  if (outrun && fits && sh.nchunks <= kStreamAlignedMaxChunks && aligned * 100 >= kStreamAlignedMinShare * sh.blocks) {
     cand.grid = aligned;
   } else if (outrun && !fits) {
     // Rows beyond one step of the grid: the split path (H200, 8 MB rows: 64.9 % of copy against 55.5 % in
@@ -118,11 +118,7 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
   // multiprocessors), grid groups and clusters. Measured on the H100 against the plans it
   // replaced: 256 KB - 6 MB rows 89.6-98.1% of copy against 38-91% (clusters of 2 to 16, grid
   // groups, split); 128 KB rows 92.1% against 93.8% for clusters of 2, which keep 64-128 KB.
-  // Where the device outruns the stream (kStreamMaxPeakBytesPerSm), rows that clusters of 16 hold take clusters.
-  const bool clusters_first = stream_outrun(di) && row_bytes <= kRowGroupMinBytes;
-  if (stream && !clusters_first && plan.vec > 1 && row_bytes > kRowSingleBlockMinBytes &&
-      choose_stream<T>(di, cols, plan))
-    return true;
+  if (stream && plan.vec > 1 && row_bytes > kRowSingleBlockMinBytes && choose_stream<T>(di, cols, plan)) return true;
   // Rows beyond 16 blocks of kRowClusterWideBytes, where clusters of 16 need one 512-thread
   // block per SM and only 7 such clusters are resident on the H100 (112 of 132 SMs): a grid
   // group of 256-thread blocks, two per SM, so 8 rows of 4 MB are in flight on 128 SMs.

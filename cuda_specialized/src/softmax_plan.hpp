@@ -119,20 +119,20 @@ constexpr std::int64_t kSplitMaxPartials = std::int64_t(1) << 20;
 // may span two steps of the grid), on all resident blocks. Where the device outruns the stream
 // (kStreamMaxPeakBytesPerSm below), chunks of kStreamShortChunkBytes in 4 buffers, reduced 2 steps
 // ahead, on a grid of whole rows per step (the largest multiple of the row's chunks the resident
-// blocks hold) where that keeps at least kStreamAlignedMinShare % of them, else on all resident
-// blocks for rows of at most kStreamShortRowChunks chunks; rows beyond one step of the grid in such
-// chunks take the split path there. Kernels alone, % of the same-run copy
-// (perf/results/*/cuda_exp_select_ab.json, commit d03fafa; docs/chunk_stream.md): H100, 5 x 40 KB
-// 98.2-99.2 % against 96.0-97.1 % for 4 x 48 KB whole rows per step (512 KB - 2 MB rows); H200,
-// 75.3-75.5 % against 82.4-85.8 %.
-constexpr std::int64_t kStreamShortChunkBytes = 48 * 1024;
-constexpr std::int64_t kStreamShortRowChunks  = 32;
-constexpr std::int64_t kStreamAlignedMinShare = 95;
-constexpr std::int64_t kStreamLongChunkBytes  = 40 * 1024;
-// A chunk stream moves about 27 GB/s per SM at most (H200, kernels alone at commit d03fafa: 85.8 % of a 4.25 TB/s
-// copy; 23 GB/s before), its cost per chunk step bounding it. Where the device's peak DRAM bandwidth per SM is beyond
-// kStreamMaxPeakBytesPerSm (H200: 37 GB/s; H100: 25 GB/s), rows that clusters of 16 hold take clusters (H200, 1-1.5 MB
-// rows: 82.0-84.5 % of copy, the stream 83.2-85.8 %), and the stream keeps the longer ones in 4 x 48 KB chunks.
+// blocks hold) for rows of at most kStreamAlignedMaxChunks chunks where that keeps at least
+// kStreamAlignedMinShare % of the blocks, else on all resident blocks for rows of at most
+// kStreamShortRowChunks chunks, else in 5 x 40 KB; rows beyond one step of the grid in 48 KB chunks take
+// the split path there. Kernels alone, % of the same-run copy (perf/results/*/cuda_stream_unrolled_ab.json,
+// docs/chunk_stream.md): H100, 5 x 40 KB 97.0-98.5 % for 1-2 MB rows; H200, 4 x 48 KB whole rows per step
+// 89.7-92.4 % for 0.5-3 MB rows (clusters 82.0-84.0 %), 5 x 40 KB 85.6-85.9 %.
+constexpr std::int64_t kStreamShortChunkBytes  = 48 * 1024;
+constexpr std::int64_t kStreamShortRowChunks   = 32;
+constexpr std::int64_t kStreamAlignedMinShare  = 95;
+constexpr std::int64_t kStreamAlignedMaxChunks = 64;  // a row of 128 chunks per step at lead 2: 26 % (H100, H200)
+constexpr std::int64_t kStreamLongChunkBytes   = 40 * 1024;
+// The chunk stream in 5 x 40 KB moves about 31 GB/s per SM at most (H200, kernels alone: 85.9 % of a 4.2 TB/s copy),
+// its instructions per chunk step bounding it. Where the device's peak DRAM bandwidth per SM is beyond
+// kStreamMaxPeakBytesPerSm (H200: 37 GB/s; H100: 25 GB/s), rows that fit take 4 x 48 KB whole rows per step.
 constexpr double kStreamMaxPeakBytesPerSm = 30e9;
 
 std::string describe(const Plan& plan);

@@ -80,7 +80,7 @@ bool stream_shape(const DeviceInfo& di, const Plan& plan, std::int64_t cols, Str
   sh.kpt                   = static_cast<int>(ceil_div(plan.chunk / plan.vec, plan.threads));
   const std::int64_t chunk = static_cast<std::int64_t>(sh.kpt) * plan.threads * plan.vec;
   sh.nchunks               = ceil_div(cols, chunk);
-  sh.f                     = stream_kernel<T>(plan.vec, plan.threads, plan.buffers, plan.lead, sh.nchunks);
+  sh.f                     = stream_kernel<T>(plan.vec, plan.threads, plan.buffers, plan.lead, sh.kpt, sh.nchunks);
   if (sh.f == nullptr) return false;
   sh.smem                     = plan.buffers * chunk * static_cast<std::int64_t>(sizeof(T));
   const std::int64_t resident = max_active(di, sh.f, plan.threads + 32, sh.smem, 0);  // + the control warp
