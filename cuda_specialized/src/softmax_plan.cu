@@ -111,6 +111,12 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
   if (row_bytes <= kWarpRowMaxBytes && attempt(1, 128, 32)) return true;
   if (row_bytes <= kRowNarrowBlockBytes && attempt(1, 128, 0)) return true;
   if (row_bytes <= kRowTargetBlockBytes && attempt(1, row_bytes > kRowWideBlockBytes ? 512 : 256, 0)) return true;
+  // Where the device outruns the stream, rows past kRowSingleBlockMinBytes take it first (H200, kernels alone,
+  // perf/results/h200/cuda_one_sm_rows.json: 136 / 192 / 224 KB rows 89.3 / 93.3 / 86.6 % of copy in 4 x 48 KB
+  // chunks against 82.8 / 90.4 / 85.0 % for one 512-thread block per row; 128 KB rows keep clusters of 2, 86.0
+  // against 85.1 %).
+  const bool stream_row = stream && plan.vec > 1 && row_bytes > kRowSingleBlockMinBytes;
+  if (stream_row && stream_outrun(di) && choose_stream<T>(di, cols, plan)) return true;
   // Rows past kRowSingleBlockMinBytes that one SM holds: one 512-thread block per row, measured
   // at 97% of copy on 192 KB rows against 92-94% in clusters of 2 (at 128 KB the two were even).
   if (row_bytes > kRowSingleBlockMinBytes && attempt(1, 512, 0)) return true;
@@ -118,7 +124,7 @@ bool choose_row(const DeviceInfo& di, std::int64_t cols, Plan& plan, bool stream
   // multiprocessors), grid groups and clusters. Measured on the H100 against the plans it
   // replaced: 256 KB - 6 MB rows 89.6-98.1% of copy against 38-91% (clusters of 2 to 16, grid
   // groups, split); 128 KB rows 92.1% against 93.8% for clusters of 2, which keep 64-128 KB.
-  if (stream && plan.vec > 1 && row_bytes > kRowSingleBlockMinBytes && choose_stream<T>(di, cols, plan)) return true;
+  if (stream_row && choose_stream<T>(di, cols, plan)) return true;
   // Rows beyond 16 blocks of kRowClusterWideBytes, where clusters of 16 need one 512-thread
   // block per SM and only 7 such clusters are resident on the H100 (112 of 132 SMs): a grid
   // group of 256-thread blocks, two per SM, so 8 rows of 4 MB are in flight on 128 SMs.

@@ -371,8 +371,8 @@ enum class Suite { full, small, sanitize };
 
 // The plans of this device with its DRAM bandwidth set to an H100's and an H200's peak (2 x memory clock x bus
 // width): below kStreamMaxPeakBytesPerSm per SM every row past one SM takes the chunk stream in 5 x 40 KB chunks;
-// beyond it the stream in 4 x 48 KB chunks with whole rows per step (in 5 x 40 KB for rows of more than
-// kStreamAlignedMaxChunks chunks, 6 MB rows of 128), and rows beyond one step of that stream the split path.
+// beyond it every row past 128 KB the stream in 4 x 48 KB chunks with whole rows per step (in 5 x 40 KB for rows of
+// more than kStreamAlignedMaxChunks chunks, 6 MB rows of 128), and rows beyond one step of that stream the split path.
 static void check_bandwidth_rule(const im::DeviceInfo& device) {
   if (!device.clusters || !device.cooperative || device.sms < 100) return;  // the H100's and H200's regimes only
   const auto plan = [&](double bytes_per_s, std::int64_t cols) {
@@ -389,7 +389,8 @@ static void check_bandwidth_rule(const im::DeviceInfo& device) {
   } cases[] = {{h100, 393216, im::Regime::stream, 5}, {h200, 393216, im::Regime::stream, 4},
                {h200, 131072, im::Regime::stream, 4}, {h100, 524288, im::Regime::stream, 5},
                {h200, 524288, im::Regime::stream, 4}, {h100, 2097152, im::Regime::stream, 5},
-               {h200, 2097152, im::Regime::split, 0}, {h200, 1572864, im::Regime::stream, 5}};
+               {h200, 2097152, im::Regime::split, 0}, {h200, 1572864, im::Regime::stream, 5},
+               {h200, 49152, im::Regime::stream, 4}};
   for (const auto& c : cases) {
     const im::Plan p = plan(c.bytes_per_s, c.cols);
     const bool ok    = p.regime == c.regime && (c.regime != im::Regime::row || p.cluster > 1) &&
