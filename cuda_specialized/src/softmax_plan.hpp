@@ -124,13 +124,13 @@ constexpr std::int64_t kSplitMaxPartials = std::int64_t(1) << 20;
 // kStreamShortRowChunks chunks, else in 5 x 40 KB; rows beyond one step of the grid in 48 KB chunks take
 // the split path there. Kernels alone, % of the same-run copy (perf/results/*/cuda_stream_unrolled_ab.json,
 // docs/chunk_stream.md): H100, 5 x 40 KB 97.0-98.5 % for 1-2 MB rows; H200, 4 x 48 KB whole rows per step
-// 89.7-92.4 % for 0.5-3 MB rows (clusters 82.0-84.0 %), 5 x 40 KB 85.6-85.9 %.
+// 89.7-92.4 % for 0.5-3 MB rows (clusters 82.0-84.0 %), 5 x 40 KB 78.1-85.9 %.
 constexpr std::int64_t kStreamShortChunkBytes  = 48 * 1024;
 constexpr std::int64_t kStreamShortRowChunks   = 32;
 constexpr std::int64_t kStreamAlignedMinShare  = 95;
 constexpr std::int64_t kStreamAlignedMaxChunks = 64;  // a row of 128 chunks per step at lead 2: 26 % (H100, H200)
 constexpr std::int64_t kStreamLongChunkBytes   = 40 * 1024;
-// The chunk stream in 5 x 40 KB moves about 31 GB/s per SM at most (H200, kernels alone: 85.9 % of a 4.2 TB/s copy),
+// The chunk stream in 5 x 40 KB moves about 28 GB/s per SM at most (H200, kernels alone: 85.9 % of a 4.28 TB/s copy),
 // its instructions per chunk step bounding it. Where the device's peak DRAM bandwidth per SM is beyond
 // kStreamMaxPeakBytesPerSm (H200: 37 GB/s; H100: 25 GB/s), rows that fit take 4 x 48 KB whole rows per step.
 constexpr double kStreamMaxPeakBytesPerSm = 30e9;
