@@ -83,6 +83,20 @@ stage() {  # stage NAME COMMAND…: runs, logs to $logs/NAME.log, records the ou
     status=1
   fi
 }
+# clock_log NAME COMMAND…: stage NAME while nvidia-smi logs the SM and memory clocks, power, temperature and the
+# reasons for lowered clocks every 100 ms into NAME_clocks.csv (in logs.tar.gz): whether the GPU held its clocks
+# through a benchmark, e.g. between its fenced and its back-to-back timings.
+clock_log() {
+  local name=$1 fields="timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu" reasons smi
+  for reasons in clocks_event_reasons.active clocks_throttle_reasons.active; do
+    nvidia-smi --query-gpu="$reasons" --format=csv,noheader >/dev/null 2>&1 && { fields="$fields,$reasons"; break; }
+  done
+  nvidia-smi --query-gpu="$fields" --format=csv -lms 100 >"$logs/${name}_clocks.csv" 2>&1 &
+  smi=$!
+  stage "$@"
+  kill "$smi" 2>/dev/null
+  wait "$smi" 2>/dev/null
+}
 finish() {
   local jsons=$(ls "$OUT"/bench_*.json 2>/dev/null)
   [ -z "$jsons" ] || python3 perf/summarize_benchmarks.py --command "bash scripts/gpu_run.sh $script_args" \
@@ -141,7 +155,7 @@ if [ "$what" = kernels ]; then
   stage check_test_softmax_kernels timeout "$check_limit" "$kernels/tests/test_softmax_kernels"
   grep -E "^(PASSED|FAILED)" "$logs/check_test_softmax_kernels.log" | tee -a "$OUT/summary.txt"
   [ $status -eq 0 ] || finish  # no benchmark of kernels that fail their checks
-  stage softmax_kernels_bench "$kernels/perf/softmax_kernels_bench" ${shapes:+--shapes "$shapes"} \
+  clock_log softmax_kernels_bench "$kernels/perf/softmax_kernels_bench" ${shapes:+--shapes "$shapes"} \
     --json "$OUT/cuda_softmax_kernels.json"
   [ -f "$OUT/cuda_softmax_kernels.json" ] && add_context "$OUT/cuda_softmax_kernels.json" softmax_kernels_bench
   grep -E "^(shape|alternative|sweep|offset) " "$logs/softmax_kernels_bench.log" | tee -a "$OUT/summary.txt"
@@ -351,7 +365,7 @@ if [ "$what" = portable ]; then
     --json="$logs/plans.json"
   plans_json "$logs/plans.json" >"$OUT/portable_plans.json"
   grep -E "plan_rows|WRONG" "$logs/portable_plans.log" | tee -a "$OUT/summary.txt"
-  stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
+  clock_log bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
     --benchmark_out_format=json --benchmark_min_time=0.2
   grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
   stage torch_softmax python3 perf/torch_baseline/softmax_torch.py --json "$OUT/torch_softmax.json"
@@ -390,7 +404,7 @@ if [ "$what" != bench ]; then
 fi
 
 if [ "$what" != test ]; then
-  stage bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
+  clock_log bench_softmax "$build/perf/softfuse_bench_softmax" --benchmark_out="$OUT/bench_softmax.json" \
     --benchmark_out_format=json --benchmark_min_time=0.2
   grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
   if [ -x "$build/perf/softfuse_bench_linear" ]; then
