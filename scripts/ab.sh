@@ -20,7 +20,8 @@
 # take test_softmax_kernels --small (kernels mode).
 # SOFTFUSE_CHECK_LIMIT (seconds, default 400) stops kernel checks that run longer.
 # AB_ROUNDS (default 2) sets the rounds; SOFTFUSE_COMMIT and AB_BASE_COMMIT name both sides' commits in the results. Writes $OUT/ab.json (every run of both sides: side, round and the program's own
-# JSON), summary.txt (a line per shape and plan: both sides' figures) and logs.tar.gz. OUT defaults to build/ab-out.
+# JSON), summary.txt (a line per shape and plan: both sides' figures), rounds.txt (portable: each run's plans as it ends)
+# and logs.tar.gz. OUT defaults to build/ab-out.
 set -u
 mode=${1:?usage: ab.sh portable|kernels|host BASELINE_TREE [SHAPES]}
 base_tree=${2:?usage: ab.sh portable|kernels|host BASELINE_TREE [SHAPES]}
@@ -43,18 +44,21 @@ for tree in ${AB_VARIANTS:-}; do
 done
 nsides=$(wc -w <<<"$sides")
 
-# build_sides NAME SOURCE_SUBDIR CMAKE_ARGS TARGETS: configures and builds every side at once (the cores shared out)
-# in build/ab-SIDE-NAME
+# build_sides NAME SOURCE_SUBDIR CMAKE_ARGS TARGETS [NEW_TARGETS]: configures and builds every side at once (the cores
+# shared out) in build/ab-SIDE-NAME; NEW_TARGETS (this tree's tests) are built on the new side in the same pass
 build_sides() {
-  local dir=$1 sub=$2 args=$3 targets=$4 side source
+  local dir=$1 sub=$2 args=$3 side source targets j
   for side in $sides; do
+    targets=$4 j=$((jobs > nsides ? jobs / nsides : 1))
+    # the new side's tests outlast the other sides' builds: all cores for it
+    [ "$side" = new ] && [ -n "${5:-}" ] && targets="$targets $5" j=$jobs
     # a build folder configured for another tree cannot be reconfigured: start it afresh
     source=$(cd "${src[$side]}/$sub" && pwd)
     grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$source" "build/ab-$side-$dir/CMakeCache.txt" 2>/dev/null ||
       rm -rf "build/ab-$side-$dir"
     (cmake -S "${src[$side]}/$sub" -B "build/ab-$side-$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release $args \
        >"$logs/${side}_build.log" 2>&1 &&
-     cmake --build "build/ab-$side-$dir" -j $((jobs > nsides ? jobs / nsides : 1)) --target $targets \
+     cmake --build "build/ab-$side-$dir" -j "$j" --target $targets \
        >>"$logs/${side}_build.log" 2>&1
      echo "$side build rc $?" >>"$logs/${side}_build.log") &
   done
@@ -77,7 +81,7 @@ case $mode in
     deps=$(bash scripts/bootstrap.sh --backend cuda --arch HOPPER90 --offline .gpu_bundle 2>"$logs/bootstrap.log" | tail -n1)
     [ -f "$deps" ] || { tail -20 "$logs/bootstrap.log"; exit 1; }
     log "A/B portable on $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)"
-    build_sides cuda "" "-C $deps" softfuse_bench_portable_plans
+    build_sides cuda "" "-C $deps" softfuse_bench_portable_plans softfuse_unit_cuda
     run() { "build/ab-$1-cuda/perf/softfuse_bench_portable_plans" --plans=chosen --json="$2"; }
     ;;
   kernels)
@@ -119,6 +123,8 @@ esac
 for r in $(seq "$rounds"); do
   for side in $sides; do
     run "$side" "$logs/${side}_$r.json" >"$logs/${side}_$r.txt" 2>&1 || log "$side round $r failed: $(tail -n3 "$logs/${side}_$r.txt")"
+    # the portable plans' lines as they come, so a run stopped before the end still reports its rounds
+    [ "$mode" = portable ] && grep -E "plan_rows|WRONG" "$logs/${side}_$r.txt" | sed "s/^/$side $r: /" >>"$OUT/rounds.txt"
   done
 done
 
@@ -126,7 +132,6 @@ case $mode in
   portable)
     build/ab-new-cuda/perf/softfuse_bench_portable_plans --shapes="$shapes" --json="$logs/sweep.json" >"$logs/sweep.txt"
     grep -E "WRONG|plan_rows" "$logs/sweep.txt" | tee -a "$OUT/summary.txt"
-    cmake --build build/ab-new-cuda -j "$jobs" --target softfuse_unit_cuda >"$logs/unit_build.log" 2>&1
     build/ab-new-cuda/tests/softfuse_unit_cuda >"$logs/unit_cuda.log" 2>&1
     grep -E "^\[  (PASSED|FAILED) |FAILED" "$logs/unit_cuda.log" | head -20 | tee -a "$OUT/summary.txt"
     ;;
