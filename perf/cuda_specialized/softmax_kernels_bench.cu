@@ -310,7 +310,7 @@ static void bench_all(int iters, cudaStream_t stream) {
        32768,
        {rowp(1, 512, 16, 0, 0, 0), rowp(1, 512, 16, 0, 0, 0, false), streamp(4, 2, 48 << 10, 132),
         streamp(4, 2, 32 << 10, 132), streamp(5, 3, 40 << 10)}},
-      // 1024 rows fill a wave of 128-thread blocks once: 256-thread blocks too
+      // few rows of 32 KB: 256-thread blocks too (more threads per row)
       {1024,
        8192,
        {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
