@@ -42,17 +42,19 @@ struct ShiftedOp {
   }
 };
 
-/// The workers of a team: all its threads.
-template <class Member>
+/// The workers of a team: all its threads; Lanes > 0: a team of Lanes threads, known at compile time.
+template <class Member, int Lanes = 0>
 struct TeamWorkers {
+  static constexpr int fixed_count = Lanes;
   const Member& team;
-  KOKKOS_INLINE_FUNCTION std::int64_t count() const { return team.team_size(); }
+  KOKKOS_INLINE_FUNCTION std::int64_t count() const { return Lanes ? Lanes : team.team_size(); }
   KOKKOS_INLINE_FUNCTION auto range(const std::int64_t n) const { return Kokkos::TeamThreadRange(team, n); }
 };
 
 /// The workers of one team thread: its `lanes` vector lanes.
 template <class Member>
 struct VectorWorkers {
+  static constexpr int fixed_count = 0;
   const Member& team;
   int lanes;
   KOKKOS_INLINE_FUNCTION std::int64_t count() const { return lanes; }
@@ -118,8 +120,8 @@ KOKKOS_INLINE_FUNCTION void load_block_padded(const XRow& x_row, const Op& op, c
 /// A worker's interleaved blocks of x_row (GPUs), lane `lane` of `blocks`: each loaded padded with -inf and handed to
 /// add(j0, len, v). Pipelined: the worker loads its next block before add runs on the current one, so its loads stay
 /// in flight while it computes (twice the registers for values).
-template <class T, int B, bool Pipelined, class XRow, class Op, class Add>
-KOKKOS_INLINE_FUNCTION void for_lane_blocks(const RowBlocks<B, true>& blocks, const std::int64_t lane,
+template <class T, int B, bool Pipelined, int Lanes, class XRow, class Op, class Add>
+KOKKOS_INLINE_FUNCTION void for_lane_blocks(const RowBlocks<B, true, Lanes>& blocks, const std::int64_t lane,
                                             const XRow& x_row, const Op& op, const Add& add) {
   const std::int64_t n = x_row.extent(0), dj = blocks.spacing();
   std::int64_t j0 = blocks.begin(lane);
@@ -155,7 +157,7 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
                                              const Op& op) {
   constexpr bool cached = Kokkos::is_view<Cache>::value;
   const std::int64_t n  = x_row.extent(0);
-  const RowBlocks<B, Interleaved> blocks(n, workers.count());
+  const RowBlocks<B, Interleaved, Interleaved ? Workers::fixed_count : 0> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
   const auto lane_stats = [&](const std::int64_t lane, RowStats<T>& acc) {
     for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
@@ -185,12 +187,13 @@ KOKKOS_INLINE_FUNCTION RowStats<T> row_stats(const Workers& workers, const XRow&
     RowStats<T> mine = RowStats<T>::identity();
     Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
       if constexpr (Pipelined)
-        for_lane_blocks<T, B, true>(blocks, lane, x_row, op, [&](const std::int64_t j0, const int len, const T(&v)[B]) {
-          if constexpr (cached)
-            for (int l = 0; l < B; ++l)
-              if (len == B || l < len) cache(j0 + l * dj) = v[l];
-          mine.add_block(v, B);
-        });
+        for_lane_blocks<T, B, true, Workers::fixed_count>(blocks, lane, x_row, op,
+                                                          [&](const std::int64_t j0, const int len, const T(&v)[B]) {
+                                                            if constexpr (cached)
+                                                              for (int l = 0; l < B; ++l)
+                                                                if (len == B || l < len) cache(j0 + l * dj) = v[l];
+                                                            mine.add_block(v, B);
+                                                          });
       else
         lane_stats(lane, mine);
     });
@@ -209,7 +212,7 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
                                       const Op& op, const T max, const T inv) {
   constexpr bool cached = Kokkos::is_view<Cache>::value;
   const std::int64_t n  = y_row.extent(0);
-  const RowBlocks<B, Interleaved> blocks(n, workers.count());
+  const RowBlocks<B, Interleaved, Interleaved ? Workers::fixed_count : 0> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
   // The cache holds the values the maximum was taken over, so v - max <= 0 there. op recomputed here may
   // round differently from the statistics pass (other vectorization or contraction): v - max > 0 is clamped
@@ -255,7 +258,7 @@ template <class T, int B, bool Pipelined, class Workers, class XRow, class Cache
 KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
                                                   const Op& op, T& shift) {
   const std::int64_t n = x_row.extent(0);
-  const RowBlocks<B, true> blocks(n, workers.count());
+  const RowBlocks<B, true, Workers::fixed_count> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
   T max = -Infinity<T>::value, s = -Infinity<T>::value;
   double sum           = 0;  // of the worker's e = exp(v - s)
@@ -290,7 +293,7 @@ KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const 
     }
   };
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
-    for_lane_blocks<T, B, Pipelined>(
+    for_lane_blocks<T, B, Pipelined, Workers::fixed_count>(
         blocks, lane, x_row, op,
         [&](const std::int64_t j0, const int len, const T(&v)[B]) { add_block(lane, j0, len, v); });
   });
@@ -309,7 +312,7 @@ template <class T, int B, class Workers, class YRow, class Cache>
 KOKKOS_INLINE_FUNCTION void held_row_write(const Workers& workers, const YRow& y_row, const Cache& cache, const T shift,
                                            const T max, const T inv) {
   const std::int64_t n = y_row.extent(0);
-  const RowBlocks<B, true> blocks(n, workers.count());
+  const RowBlocks<B, true, Workers::fixed_count> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
   const T factor        = held_row_factor(shift, max, inv);
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {

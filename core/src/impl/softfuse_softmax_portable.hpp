@@ -155,8 +155,9 @@ struct StagedRowsFunctor {
   }
 };
 
-/// Team: one team per row (TeamSoftmax), the row held in team scratch.
-template <class ExecSpace, class XView, class YView, class Op>
+/// Team: one team per row (TeamSoftmax), the row held in team scratch. Lanes > 0: launched with teams of Lanes
+/// threads exactly (TeamWorkers' compile-time count).
+template <class ExecSpace, class XView, class YView, class Op, int Lanes = 0>
 struct TeamRowFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using T           = typename YView::non_const_value_type;
@@ -169,22 +170,28 @@ struct TeamRowFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t i = first_row + team.league_rank();
     row_softmax_pass<T, row_block_size<ExecSpace, true>(), row_blocks_interleaved<ExecSpace>()>(
-        TeamWorkers<member_type>{team}, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL),
+        TeamWorkers<member_type, Lanes>{team}, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL),
         row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)), op);
   }
 };
 
+/// The team size of `functor` under `plan`: the plan's within what the backend allows for this functor (a power
+/// of two), `scratch_bytes(team_size)` being the team scratch it takes.
+template <class ExecSpace, class Functor, class ScratchBytes>
+int rows_team_size(const ExecSpace& space, const Functor& functor, const RowPlan& plan,
+                   const ScratchBytes& scratch_bytes) {
+  Kokkos::TeamPolicy<ExecSpace> probe(space, 1, 1, plan.vector_length);
+  probe.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes(plan.team_size)));
+  return launch_team_size(plan.team_size, probe.team_size_max(functor, Kokkos::ParallelForTag()));
+}
+
 /// Runs `functor` over `rows` rows, one per team or (`packed`) one per team thread, in leagues of at most
-/// INT_MAX teams; the team size is the plan's within what the backend allows for this functor (a power of
-/// two), and
-/// `scratch_bytes(team_size)` the team scratch it takes.
+/// INT_MAX teams, with teams of rows_team_size.
 template <class ExecSpace, class Functor, class ScratchBytes>
 void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, bool packed, const RowPlan& plan,
                  const ScratchBytes& scratch_bytes, const char* label) {
-  using policy_type = Kokkos::TeamPolicy<ExecSpace>;
-  policy_type probe(space, 1, 1, plan.vector_length);
-  probe.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes(plan.team_size)));
-  const int team = launch_team_size(plan.team_size, probe.team_size_max(functor, Kokkos::ParallelForTag()));
+  using policy_type           = Kokkos::TeamPolicy<ExecSpace>;
+  const int team              = rows_team_size(space, functor, plan, scratch_bytes);
   const std::int64_t per_team = packed ? team : 1, teams = (rows + per_team - 1) / per_team;
   for (std::int64_t t0 = 0; t0 < teams; t0 += INT_MAX) {
     const int league = static_cast<int>(std::min<std::int64_t>(teams - t0, INT_MAX));
@@ -193,6 +200,20 @@ void launch_rows(const ExecSpace& space, Functor functor, std::int64_t rows, boo
     functor.first_row = t0 * per_team;
     Kokkos::parallel_for(label, policy, functor);
   }
+}
+
+/// The team regime with teams of Lanes threads, the workers' count known at compile time, where `team` (the team
+/// size of the generic functor) is Lanes and the backend allows it for this functor; false otherwise.
+template <int Lanes, class ExecSpace, class XView, class YView, class Op, class ScratchBytes>
+bool launch_team_rows_fixed(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
+                            const int team, const ScratchBytes& scratch_bytes, const char* label) {
+  if (team != Lanes) return false;
+  RowPlan fixed_plan   = plan;
+  fixed_plan.team_size = Lanes;
+  const TeamRowFunctor<ExecSpace, XView, YView, Op, Lanes> functor{x, y, op, 0};
+  if (rows_team_size(space, functor, fixed_plan, scratch_bytes) != Lanes) return false;
+  launch_rows(space, functor, y.extent(0), false, fixed_plan, scratch_bytes, label);
+  return true;
 }
 
 /// Runs `plan` (from plan_rows, or another plan for the same shape: perf/bench/portable_plans_bench.cpp
@@ -224,11 +245,16 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
                       PackedRowsFunctor<ExecSpace, XView, YView, Op, false>{x, y, op, 0, rows, plan.vector_length},
                       rows, true, plan, packed_bytes, label);
         break;
-      case RowRegime::team:
-        launch_rows(
-            space, TeamRowFunctor<ExecSpace, XView, YView, Op>{x, y, op, 0}, rows, false, plan,
-            [&](int) { return scratch_bytes(cols); }, label);
+      case RowRegime::team: {
+        const auto row_bytes = [&](int) { return scratch_bytes(cols); };
+        const TeamRowFunctor<ExecSpace, XView, YView, Op> generic{x, y, op, 0};
+        const int team = rows_team_size(space, generic, plan, row_bytes);
+        if (!launch_team_rows_fixed<128>(space, x, y, op, plan, team, row_bytes, label) &&
+            !launch_team_rows_fixed<256>(space, x, y, op, plan, team, row_bytes, label) &&
+            !launch_team_rows_fixed<512>(space, x, y, op, plan, team, row_bytes, label))
+          launch_rows(space, generic, rows, false, plan, row_bytes, label);
         break;
+      }
       case RowRegime::chunked: chunked_row_softmax(space, x, y, op, plan, label); break;
       case RowRegime::split: split_row_softmax(space, x, y, op, plan, label); break;
     }

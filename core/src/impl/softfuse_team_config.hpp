@@ -57,15 +57,17 @@ KOKKOS_INLINE_FUNCTION constexpr bool row_blocks_interleaved() {
 /// so every load instruction of a warp is coalesced. Contiguous (CPUs): each lane has one run of B
 /// consecutive elements (spacing() = 1 at compile time), which the compiler vectorizes.
 /// No division on the per-block path (64-bit division costs GPUs dozens of instructions).
-template <int B, bool Interleaved>
+/// Lanes > 0: the workers are Lanes at compile time (interleaved), so a block's addresses are one base and
+/// constant offsets (no address arithmetic per element).
+template <int B, bool Interleaved, int Lanes = 0>
 struct RowBlocks {
   std::int64_t n, workers;
 
-  KOKKOS_INLINE_FUNCTION RowBlocks(std::int64_t n_, std::int64_t workers_) : n(n_), workers(workers_) {}
-  KOKKOS_INLINE_FUNCTION std::int64_t spacing() const { return Interleaved ? workers : 1; }
-  KOKKOS_INLINE_FUNCTION std::int64_t lanes() const { return Interleaved ? workers : (n + B - 1) / B; }
+  KOKKOS_INLINE_FUNCTION RowBlocks(std::int64_t n_, std::int64_t workers_) : n(n_), workers(Lanes ? Lanes : workers_) {}
+  KOKKOS_INLINE_FUNCTION std::int64_t spacing() const { return Interleaved ? (Lanes ? Lanes : workers) : 1; }
+  KOKKOS_INLINE_FUNCTION std::int64_t lanes() const { return Interleaved ? spacing() : (n + B - 1) / B; }
   KOKKOS_INLINE_FUNCTION std::int64_t begin(std::int64_t lane) const { return Interleaved ? lane : lane * B; }
-  KOKKOS_INLINE_FUNCTION std::int64_t step() const { return Interleaved ? B * workers : n; }
+  KOKKOS_INLINE_FUNCTION std::int64_t step() const { return Interleaved ? B * spacing() : n; }
   KOKKOS_INLINE_FUNCTION int length(std::int64_t j0) const {
     if (j0 + (B - 1) * spacing() < n) return B;
     return static_cast<int>((n - j0 + spacing() - 1) / spacing());
@@ -268,6 +270,9 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       plan.cached    = true;
       std::int64_t t = 128;
       while (t < kGpuHeldRowThreads && t * 64 < cols) t *= 2;
+      // rows too few to fill the device with such teams: wider teams, down to one block of loads per thread
+      while (t < kGpuHeldRowThreads && rows * t < concurrency && 2 * t * row_block_size<ExecSpace, true>() <= cols)
+        t *= 2;
       plan.team_size = static_cast<int>(t);
       return plan;
     }
