@@ -270,8 +270,9 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       plan.cached    = true;
       std::int64_t t = 128;
       while (t < kGpuHeldRowThreads && t * 64 < cols) t *= 2;
-      // rows too few to fill the device with such teams: wider teams, down to one block of loads per thread
-      while (t < kGpuHeldRowThreads && rows * t < concurrency && 2 * t * row_block_size<ExecSpace, true>() <= cols)
+      // rows too few to fill the device with such teams: wider teams while the rows' threads still fit the device at
+      // once, down to one block of loads per thread (H100, 1024 x 8192: 98 % of copy with 256 against 90 % with 128)
+      while (t < kGpuHeldRowThreads && rows * 2 * t <= concurrency && 2 * t * row_block_size<ExecSpace, true>() <= cols)
         t *= 2;
       plan.team_size = static_cast<int>(t);
       return plan;
