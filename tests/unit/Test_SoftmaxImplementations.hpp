@@ -7,6 +7,10 @@
 #include <softfuse_linear_batchnorm_softmax.hpp>
 #include <softfuse_linear_gelu_softmax.hpp>
 
+#include <set>
+#include <utility>
+#include <vector>
+
 #include "Test_Softmax_Common.hpp"
 
 namespace Test {
@@ -101,6 +105,35 @@ TEST_F(TestCategory, softmax_held_rows_and_chunks_portable) {
                                          random_values<float>(rows_chunked * cols_chunked, -20.0, 20.0, seed++),
                                          in_place, portable);
   }
+}
+
+// The team regime's widths (GPUs): rows too few to fill the device on teams of 64 elements per thread take wider
+// teams, many rows keep them; every width (128, 256, 512 threads, each its own kernel with the workers counted at
+// compile time) over every layout, in place and not, against the double reference.
+TEST_F(TestCategory, softmax_team_widths_portable) {
+  using namespace softfuse::Impl;
+  const TestExecSpace space;
+  const std::size_t scratch_max = Kokkos::TeamPolicy<TestExecSpace>(space, 1, 1).scratch_size_max(0);
+  if (is_host_space<TestExecSpace>() || scratch_max < 20000 * sizeof(float))
+    GTEST_SKIP() << TestExecSpace::name() << " offers " << scratch_max << " bytes of team scratch";
+  const auto bytes       = [](std::int64_t n) { return row_cache_t<TestExecSpace, float>::shmem_size(n); };
+  const std::size_t few  = static_cast<std::size_t>(space.concurrency() / (2 * kGpuRowThreads) + 1);
+  const std::size_t many = static_cast<std::size_t>(space.concurrency() / 64);
+  const auto portable    = softfuse::Implementation::portable;
+  std::set<int> widths;
+  std::uint64_t seed = 5100;
+  for (const auto& [rows, cols] : std::vector<std::pair<std::size_t, std::size_t>>{
+           {few, 4097}, {few, 8192}, {few, 20000}, {many, 1025}, {many, 4096}}) {
+    const RowPlan plan = plan_rows(space, rows, cols, sizeof(float), true, bytes);
+    ASSERT_EQ(int(plan.regime), int(RowRegime::team)) << rows << "x" << cols;
+    widths.insert(plan.team_size);
+    const auto values = random_values<float>(rows * cols, -20.0, 20.0, seed++);
+    run_case<float, Kokkos::LayoutRight>(rows, cols, values, false, portable);
+    run_case<float, Kokkos::LayoutRight>(rows, cols, values, true, portable);
+    run_case<float, Kokkos::LayoutLeft>(rows, cols, values, false, portable);
+    run_case<float, Kokkos::LayoutStride>(rows, cols, values, true, portable);
+  }
+  for (int w : {128, 256, 512}) EXPECT_TRUE(widths.count(w)) << "no shape took teams of " << w;
 }
 
 // Rows whose maximum keeps rising along the row, far enough that every block a GPU worker takes lies more than
