@@ -10,12 +10,14 @@
 // Each benchmark reports the median over its iterations (each fenced), not the mean. On CUDA each also reports
 // events_ms and events_of_copy: the median of CUDA events around 30 calls issued back to back (the reference
 // framework's timing, perf/torch_baseline/softmax_torch.py), against the copy timed the same way.
+// events_end_unix_s (when those calls ended) places each in the clock log of scripts/gpu_run.sh.
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Random.hpp>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -60,6 +62,9 @@ struct Bench {
       if (copy) b.copy_events_s = t;
       state.counters["events_ms"] = t * 1e3;
       if (b.copy_events_s > 0) state.counters["events_of_copy"] = b.copy_events_s / t;
+      // when the back-to-back calls ended, to place them in gpu_run.sh's clock log (nvidia-smi's timestamps)
+      state.counters["events_end_unix_s"] =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     }
 #else
     (void)state;
