@@ -7,8 +7,8 @@
 #
 # MODE:
 #   portable  (GPU machine; carry .gpu_bundle and .ab) softfuse_bench_portable_plans: plan_rows' plan of the 14
-#             shapes from each side, then this tree's plan sweep of SHAPES (default 4096x393216,8192x32768) and its
-#             CUDA unit tests
+#             shapes (AB_SHAPES: some of them) from each side, then this tree's plan sweep of SHAPES (default
+#             4096x393216,8192x32768; none: no sweep) and its CUDA unit tests, built while the rounds run
 #   kernels   (GPU machine; carry .ab) softmax_kernels_bench of cuda_specialized as its own CMake project (no Kokkos)
 #             on SHAPES (RxC,...: the benchmark's shapes, with their alternative plans), then this tree's full kernel
 #             checks (test_softmax_kernels)
@@ -44,14 +44,11 @@ for tree in ${AB_VARIANTS:-}; do
 done
 nsides=$(wc -w <<<"$sides")
 
-# build_sides NAME SOURCE_SUBDIR CMAKE_ARGS TARGETS [NEW_TARGETS]: configures and builds every side at once (the cores
-# shared out) in build/ab-SIDE-NAME; NEW_TARGETS (this tree's tests) are built on the new side in the same pass
+# build_sides NAME SOURCE_SUBDIR CMAKE_ARGS TARGETS: configures and builds every side at once (the cores shared out)
+# in build/ab-SIDE-NAME
 build_sides() {
-  local dir=$1 sub=$2 args=$3 side source targets j
+  local dir=$1 sub=$2 args=$3 targets=$4 side source j=$((jobs > nsides ? jobs / nsides : 1))
   for side in $sides; do
-    targets=$4 j=$((jobs > nsides ? jobs / nsides : 1))
-    # the new side's tests outlast the other sides' builds: all cores for it
-    [ "$side" = new ] && [ -n "${5:-}" ] && targets="$targets $5" j=$jobs
     # a build folder configured for another tree cannot be reconfigured: start it afresh
     source=$(cd "${src[$side]}/$sub" && pwd)
     grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$source" "build/ab-$side-$dir/CMakeCache.txt" 2>/dev/null ||
@@ -81,8 +78,16 @@ case $mode in
     deps=$(bash scripts/bootstrap.sh --backend cuda --arch HOPPER90 --offline .gpu_bundle 2>"$logs/bootstrap.log" | tail -n1)
     [ -f "$deps" ] || { tail -20 "$logs/bootstrap.log"; exit 1; }
     log "A/B portable on $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)"
-    build_sides cuda "" "-C $deps" softfuse_bench_portable_plans softfuse_unit_cuda
-    run() { "build/ab-$1-cuda/perf/softfuse_bench_portable_plans" --plans=chosen --json="$2"; }
+    build_sides cuda "" "-C $deps" softfuse_bench_portable_plans
+    # the unit tests take longer to build than all rounds to run: built meanwhile, at the lowest priority, so
+    # that the rounds start at once (both sides run under the same build load)
+    (nice -n 19 cmake --build build/ab-new-cuda -j "$jobs" --target softfuse_unit_cuda >"$logs/unit_build.log" 2>&1
+     echo "unit tests build rc $?" >>"$logs/unit_build.log") &
+    unit_build=$!
+    run() {
+      "build/ab-$1-cuda/perf/softfuse_bench_portable_plans" --plans=chosen ${AB_SHAPES:+--shapes="$AB_SHAPES"} \
+        --json="$2"
+    }
     ;;
   kernels)
     [ -n "$shapes" ] || { echo "kernels: SHAPES required" >&2; exit 2; }
@@ -130,8 +135,12 @@ done
 
 case $mode in
   portable)
-    build/ab-new-cuda/perf/softfuse_bench_portable_plans --shapes="$shapes" --json="$logs/sweep.json" >"$logs/sweep.txt"
-    grep -E "WRONG|plan_rows" "$logs/sweep.txt" | tee -a "$OUT/summary.txt"
+    if [ "$shapes" != none ]; then
+      build/ab-new-cuda/perf/softfuse_bench_portable_plans --shapes="$shapes" --json="$logs/sweep.json" >"$logs/sweep.txt"
+      grep -E "WRONG|plan_rows" "$logs/sweep.txt" | tee -a "$OUT/summary.txt"
+    fi
+    wait "$unit_build"
+    log "$(tail -n1 "$logs/unit_build.log") at $((SECONDS - t0)) s"
     build/ab-new-cuda/tests/softfuse_unit_cuda >"$logs/unit_cuda.log" 2>&1
     grep -E "^\[  (PASSED|FAILED) |FAILED" "$logs/unit_cuda.log" | head -20 | tee -a "$OUT/summary.txt"
     ;;
@@ -151,7 +160,7 @@ esac
 # ab.json and a line per shape and plan: portable plans (of_copy), kernel plans (pct_of_copy), Google Benchmarks
 # (median_ms, with of_copy or of_gemm where the benchmark gives one)
 sum=$OUT/summary.txt
-python3 - "$mode" "$logs" "$OUT/ab.json" "AB_ROUNDS=$rounds${AB_VARIANTS:+ AB_VARIANTS=\"$AB_VARIANTS\"} bash scripts/ab.sh $*" \
+python3 - "$mode" "$logs" "$OUT/ab.json" "AB_ROUNDS=$rounds${AB_VARIANTS:+ AB_VARIANTS=\"$AB_VARIANTS\"}${AB_SHAPES:+ AB_SHAPES=$AB_SHAPES} bash scripts/ab.sh $*" \
   "$rounds" "$sum" "$(for side in $sides; do echo -n "$side=${src[$side]} "; done)" <<'PY' | tee -a "$sum"
 import datetime, json, os, sys
 mode, logs, path, command, rounds, summary, sides = sys.argv[1:]
