@@ -105,11 +105,12 @@ case $mode in
     log "A/B host on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $jobs threads"
     build_sides host "" "-C $deps -DSOFTFUSE_CUDA_SPECIALIZED=OFF -DSOFTFUSE_ENABLE_TESTS=OFF -DSOFTFUSE_ENABLE_EXAMPLES=OFF" \
       "softfuse_bench_softmax softfuse_bench_linear"
-    # where both sides compile to the same machine code, their timings differ by noise only
+    # where both sides compile to the same machine code, their timings differ by noise only; the sections' bytes,
+    # not their disassembly, which names symbols (a template argument added renames a function, not its code)
     for b in softfuse_bench_softmax softfuse_bench_linear; do
       same=differs
-      cmp -s <(objdump -d -s -j .text -j .rodata "build/ab-base-host/perf/$b" | tail -n +3) \
-        <(objdump -d -s -j .text -j .rodata "build/ab-new-host/perf/$b" | tail -n +3) && same=identical
+      cmp -s <(objdump -s -j .text -j .rodata "build/ab-base-host/perf/$b" | tail -n +3) \
+        <(objdump -s -j .text -j .rodata "build/ab-new-host/perf/$b" | tail -n +3) && same=identical
       log "machine code of $b (.text and .rodata): $same"
     done
     run() {
