@@ -41,6 +41,9 @@
 # kernels-profile builds the softmax kernels' project alone with -lineinfo, runs their full checks, then profiles the default
 # plan's kernel of each of SOFTFUSE_PROFILE_SHAPES with Nsight Compute's full set (ncu_SHAPE.txt).
 # SOFTFUSE_PLAN_SHAPES limits portable's plan sweep to those shapes (e.g. 4096x393216,8192x32768).
+# SOFTFUSE_REPEAT_SHAPES (RxC,...): portable then times the copy and the CUDA kernels through the API on those shapes
+# once more, and the reference framework after them (bench_softmax_repeat.json, torch_softmax_repeat.json and the
+# clock log in logs.tar.gz).
 # portable-profile builds the plan sweep only, times the plans of SOFTFUSE_PLAN_SHAPES (default: the profiled shapes)
 # and profiles plan_rows' kernels on SOFTFUSE_PROFILE_SHAPES with Nsight Compute (ncu_SHAPE.txt).
 # SOFTFUSE_COMMIT names the commit in the results (the GPU machine has no git history).
@@ -370,6 +373,15 @@ if [ "$what" = portable ]; then
   grep -E "^(copy|softmax)" "$logs/bench_softmax.log" | sed 's/ bytes_per_second=[^ ]*//' | tee -a "$OUT/summary.txt"
   stage torch_softmax python3 perf/torch_baseline/softmax_torch.py --json "$OUT/torch_softmax.json"
   tail -n 16 "$logs/torch_softmax.log" | tee -a "$OUT/summary.txt"
+  if [ -n "${SOFTFUSE_REPEAT_SHAPES:-}" ]; then
+    # a second round of both sides on these shapes (copy and the CUDA kernels through the API, then the reference
+    # framework), so that each comparison has two samples in alternation; raw results in logs.tar.gz
+    filter="^(copy|softmax_specialized)/(${SOFTFUSE_REPEAT_SHAPES//,/|})\$"
+    clock_log bench_softmax_repeat "$build/perf/softfuse_bench_softmax" --benchmark_filter="$filter" \
+      --benchmark_out="$logs/bench_softmax_repeat.json" --benchmark_out_format=json --benchmark_min_time=0.2
+    stage torch_softmax_repeat python3 perf/torch_baseline/softmax_torch.py --shapes "$SOFTFUSE_REPEAT_SHAPES" \
+      --json "$logs/torch_softmax_repeat.json"
+  fi
   python3 perf/summarize_benchmarks.py --command "bash scripts/gpu_run.sh $script_args" --commit "$commit" \
     "$OUT/bench_softmax.json" >"$logs/softmax_summary.json" 2>>"$logs/summarize.log"
   stage plot_softmax python3 perf/plot_softmax.py --card "$logs/softmax_summary.json" "$OUT/torch_softmax.json" \
