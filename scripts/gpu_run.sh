@@ -376,7 +376,7 @@ if [ "$what" = portable ]; then
   if [ -n "${SOFTFUSE_REPEAT_SHAPES:-}" ]; then
     # a second round of both sides on these shapes (copy and the CUDA kernels through the API, then the reference
     # framework), so that each comparison has two samples in alternation; raw results in logs.tar.gz
-    filter="^(copy|softmax_specialized)/(${SOFTFUSE_REPEAT_SHAPES//,/|})\$"
+    filter="^(copy|softmax_specialized)/(${SOFTFUSE_REPEAT_SHAPES//,/|})/"  # names end in /real_time
     clock_log bench_softmax_repeat "$build/perf/softfuse_bench_softmax" --benchmark_filter="$filter" \
       --benchmark_out="$logs/bench_softmax_repeat.json" --benchmark_out_format=json --benchmark_min_time=0.2
     stage torch_softmax_repeat python3 perf/torch_baseline/softmax_torch.py --shapes "$SOFTFUSE_REPEAT_SHAPES" \
