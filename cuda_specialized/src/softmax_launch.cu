@@ -85,7 +85,7 @@ void run_warp(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaS
     throw_invalid("warp plan too small for the row: " + describe(plan));
   // One row (group of rows) per warp, blocks replaced by the hardware as they finish, up to
   // 32 waves; plan.grid caps the blocks (a persistent grid when set to the resident count).
-  const std::int64_t rows_per_block = (kWarpBlockThreads / 32) * (32 / plan.group) * plan.batch;
+  const std::int64_t rows_per_block = kWarpBlockThreads / plan.group * plan.batch;
   std::int64_t grid                 = ceil_div(p.rows, rows_per_block);
   const int resident                = max_active(di, f, kWarpBlockThreads, 0, 0);
   const std::int64_t cap            = plan.grid > 0 ? plan.grid : 32 * static_cast<std::int64_t>(resident);

@@ -1,7 +1,7 @@
-// Short rows (up to 4 KB): a group of G lanes per row (G = 1..32), the row in registers,
-// grid-stride over rows. Max and sum are reduced with shuffles only. Each group takes RB rows per
-// step and issues all their loads before reducing any: RB times the bytes a lane has in flight,
-// for rows too short to keep the memory busy one at a time.
+// Short rows (up to 4 KB): a group of G lanes per row (G = 1..32, or G = 64, 128: the warps of half or all of a
+// block), the row in registers, grid-stride over rows. Max and sum are reduced with shuffles, and for G > 32 across
+// the group's warps through shared memory. Each group takes RB rows per step and issues all their loads before
+// reducing any: RB times the bytes a lane has in flight, for rows too short to keep the memory busy one at a time.
 #include "softmax_common.cuh"
 
 namespace softfuse {
@@ -10,16 +10,44 @@ namespace impl {
 
 template <class T, int V, int G, int NCH, int RB>
 __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const WarpArgs<T> a) {
-  using P                 = Pack<T, V>;
-  constexpr int RPW       = 32 / G;    // rows per warp and batch
-  constexpr int RSTEP     = RPW * RB;  // rows per warp and step
+  using P             = Pack<T, V>;
+  constexpr bool WIDE = G > 32;  // a group of several warps: the loop runs per block, so that all reach the barriers
+  constexpr int GW    = WIDE ? G / 32 : 1;                      // warps per group
+  constexpr int RPW   = WIDE ? kWarpBlockThreads / G : 32 / G;  // rows per warp (per block where WIDE) and batch
+  constexpr int RSTEP = RPW * RB;                               // rows per warp (block) and step
+  static_assert(!WIDE || (G % 32 == 0 && kWarpBlockThreads % G == 0), "a group is whole warps of one block");
+  __shared__ T wmax[WIDE ? kWarpBlockThreads / 32 : 1][RB];
+  __shared__ double wsum[WIDE ? kWarpBlockThreads / 32 : 1][RB];
   const int lane          = threadIdx.x & 31;
-  const int gl            = lane % G;
-  const int grp           = lane / G;
-  const std::int64_t gw   = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const std::int64_t nw   = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
+  const int gl            = WIDE ? static_cast<int>(threadIdx.x) % G : lane % G;
+  const int grp           = WIDE ? static_cast<int>(threadIdx.x) / G : lane / G;
+  const int warp          = threadIdx.x >> 5;
+  const std::int64_t gw   = WIDE ? blockIdx.x : (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const std::int64_t nw   = WIDE ? gridDim.x : (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
   const std::int64_t nvec = a.cols / V;
   const T ninf            = neg_inf(T());
+  // the group's warps' values of batch row b joined (max or sum), for every lane of the group; a warp rewrites its
+  // slot of wmax (wsum) only after the next barrier, which every lane reaches after reading the slots
+  const auto join_max = [&](T m, int b) {
+    if constexpr (WIDE) {
+      if (lane == 0) wmax[warp][b] = m;
+      __syncthreads();
+      m = wmax[grp * GW][b];
+#pragma unroll
+      for (int w = 1; w < GW; ++w) m = max_t(m, wmax[grp * GW + w][b]);
+    }
+    return m;
+  };
+  const auto join_sum = [&](double s, int b) {
+    if constexpr (WIDE) {
+      if (lane == 0) wsum[warp][b] = s;
+      __syncthreads();
+      s = wsum[grp * GW][b];
+#pragma unroll
+      for (int w = 1; w < GW; ++w) s += wsum[grp * GW + w][b];
+    }
+    return s;
+  };
 
   for (std::int64_t r0 = gw * RSTEP; r0 < a.rows; r0 += nw * RSTEP) {
     P v[RB][NCH];
@@ -45,7 +73,8 @@ __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const W
 #pragma unroll
       for (int k = 0; k < NCH; ++k) m = max_pack(v[b][k], m);
 #pragma unroll
-      for (int o = G / 2; o > 0; o >>= 1) m = max_t(m, __shfl_xor_sync(0xffffffffu, m, o));
+      for (int o = (WIDE ? 32 : G) / 2; o > 0; o >>= 1) m = max_t(m, __shfl_xor_sync(0xffffffffu, m, o));
+      m = join_max(m, b);
       // exponentials kept in place: one exp per element
       double s = 0.0;
 #pragma unroll
@@ -54,7 +83,8 @@ __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const W
         s += sum_pack(v[b][k]);
       }
 #pragma unroll
-      for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      for (int o = (WIDE ? 32 : G) / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      s                    = join_sum(s, b);
       const T f            = is_inf(m) ? quiet_nan(T()) : static_cast<T>(1.0 / s);
       const std::int64_t r = r0 + b * RPW + grp;
       if (r < a.rows) {
@@ -97,6 +127,20 @@ const void* warp_kernel_v(int group, int chunks, int batch) {
       case 8: return wk<T, V, 8, 1>(batch);
       case 16: return wk<T, V, 16, 1>(batch);
       default: return nullptr;
+    }
+  }
+  if constexpr (V > 1) {
+    if (group == 64 || group == 128) {
+      if (batch != 1) return nullptr;
+      switch (group * 16 + chunks) {
+        case 64 * 16 + 2: return wk<T, V, 64, 2, 1>();
+        case 64 * 16 + 4: return wk<T, V, 64, 4, 1>();
+        case 128 * 16 + 1: return wk<T, V, 128, 1, 1>();
+        case 128 * 16 + 2: return wk<T, V, 128, 2, 1>();
+        case 128 * 16 + 4: return wk<T, V, 128, 4, 1>();
+        case 128 * 16 + 8: return wk<T, V, 128, 8, 1>();
+        default: return nullptr;
+      }
     }
   }
   if (group != 32) return nullptr;

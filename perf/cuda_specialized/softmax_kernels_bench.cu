@@ -302,7 +302,10 @@ static void bench_all(int iters, cudaStream_t stream) {
   constexpr int KR       = im::kRowRegisterVectors;
   // alternatives: the plan the default replaced first (rowp's grids are persistent unless said)
   std::vector<Shape> shapes = {
-      {65536, 1024, {warp_persistent, rowp(1, 128, 8, 0, 32, 0, false), rowp(1, 128, 2, 0, 0, 0, false)}},
+      {65536,
+       1024,
+       {warp_persistent, rowp(1, 128, 8, 0, 32, 0, false), rowp(1, 128, 2, 0, 0, 0, false), warpp(64, 4, 1),
+        warpp(128, 2, 1)}},
       {32768,
        8192,
        {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
@@ -324,12 +327,15 @@ static void bench_all(int iters, cudaStream_t stream) {
       {1024, 262144, {streamp(5, 3, 40 << 10)}},
       // the other short-row shapes of the API's table, and rows of one vector per lane: row batches
       {4194304, 32, {warpp(8, 1, 1)}},
-      {100000, 1000, {warp_persistent, rowp(1, 128, 8, 0, 32, 0, false), rowp(1, 128, 2, 0, 0, 0, false)}},
+      {100000,
+       1000,
+       {warp_persistent, rowp(1, 128, 8, 0, 32, 0, false), rowp(1, 128, 2, 0, 0, 0, false), warpp(64, 4, 1),
+        warpp(128, 2, 1)}},
       // 16 KB rows: the persistent warp-row grid, and a block per row (128 threads, also with registers; 256)
       {16384,
        4096,
        {rowp(1, 128, 32, 0, 32, 0), rowp(1, 128, 8, 0, 0, 0, false), rowp(1, 128, 8 - KB, KB, 0, 0, false),
-        rowp(1, 256, 4, 0, 0, 0, false)}},
+        rowp(1, 256, 4, 0, 0, 0, false), warpp(128, 8, 1)}},
       {2097152, 128, {warpp(32, 1, 1)}},
       // between the workloads
       {131072, 2048, {rowp(1, 128, 16, 0, 32, 0)}},

@@ -661,6 +661,24 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     forced.push_back({wb(1), VV});
     forced.push_back({wb(16), 13 * VV});
     forced.push_back({wb(32), 29 * VV, 33});
+    // groups of several warps (64 and 128 lanes per row, joined through shared memory): full and partial rows, rows
+    // shorter than the group, row counts around the block's rows (2 for 64 lanes), on a grid of whole waves and on one
+    // that steps over rows several times
+    auto wg = [&](int group, int chunks, std::int64_t grid) {
+      im::Plan p;
+      p.regime = im::Regime::warp;
+      p.vec    = VV;
+      p.group  = group;
+      p.chunks = chunks;
+      p.grid   = grid;
+      return p;
+    };
+    for (std::int64_t rows : {1, 2, 3, 31, 33, 0}) forced.push_back({wg(64, 4, 0), 64 * 4 * VV - 3 * VV, rows});
+    forced.push_back({wg(64, 2, 3), 64 * 2 * VV, 33});
+    forced.push_back({wg(128, 2, 0), 128 * 2 * VV - VV});
+    forced.push_back({wg(128, 8, 5), 128 * 8 * VV - 5 * VV});
+    forced.push_back({wg(128, 1, 0), 37 * VV});
+    forced.push_back({wg(128, 4, 0), 128 * 4 * VV, 2});
   }
   for (auto& fp : forced) {
     CaseSpec a;
