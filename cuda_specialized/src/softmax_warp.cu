@@ -1,7 +1,8 @@
-// Short rows (up to 4 KB): a group of G lanes per row (G = 1..32, or G = 64, 128: the warps of half or all of a
-// block), the row in registers, grid-stride over rows. Max and sum are reduced with shuffles, and for G > 32 across
-// the group's warps through shared memory. Each group takes RB rows per step and issues all their loads before
-// reducing any: RB times the bytes a lane has in flight, for rows too short to keep the memory busy one at a time.
+// Short rows (up to 4 KB; 16 KB in groups of 128 lanes): a group of G lanes per row (G = 1..32, or G = 64, 128: the
+// warps of half or all of a block), the row in registers, grid-stride over rows. Max and sum are reduced with shuffles,
+// and for G > 32 across the group's warps through shared memory. Each group takes RB rows per step and issues all their
+// loads before reducing any: RB times the bytes a lane has in flight, for rows too short to keep the memory busy one at
+// a time.
 #include "softmax_common.cuh"
 
 namespace softfuse {
