@@ -27,27 +27,17 @@ __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const W
   const std::int64_t nw   = WIDE ? gridDim.x : (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
   const std::int64_t nvec = a.cols / V;
   const T ninf            = neg_inf(T());
-  // the group's warps' values of batch row b joined (max or sum), for every lane of the group; a warp rewrites its
-  // slot of wmax (wsum) only after the next barrier, which every lane reaches after reading the slots
-  const auto join_max = [&](T m, int b) {
+  // the group's warps' values of batch row b joined by op (max or sum), for every lane of the group; a warp rewrites
+  // its slot of wmax (wsum) only after the next barrier, which every lane reaches after reading the slots
+  const auto join = [&](auto v, auto& slots, int b, auto op) {
     if constexpr (WIDE) {
-      if (lane == 0) wmax[warp][b] = m;
+      if (lane == 0) slots[warp][b] = v;
       __syncthreads();
-      m = wmax[grp * GW][b];
+      v = slots[grp * GW][b];
 #pragma unroll
-      for (int w = 1; w < GW; ++w) m = max_t(m, wmax[grp * GW + w][b]);
+      for (int w = 1; w < GW; ++w) v = op(v, slots[grp * GW + w][b]);
     }
-    return m;
-  };
-  const auto join_sum = [&](double s, int b) {
-    if constexpr (WIDE) {
-      if (lane == 0) wsum[warp][b] = s;
-      __syncthreads();
-      s = wsum[grp * GW][b];
-#pragma unroll
-      for (int w = 1; w < GW; ++w) s += wsum[grp * GW + w][b];
-    }
-    return s;
+    return v;
   };
 
   for (std::int64_t r0 = gw * RSTEP; r0 < a.rows; r0 += nw * RSTEP) {
@@ -75,7 +65,7 @@ __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const W
       for (int k = 0; k < NCH; ++k) m = max_pack(v[b][k], m);
 #pragma unroll
       for (int o = (WIDE ? 32 : G) / 2; o > 0; o >>= 1) m = max_t(m, __shfl_xor_sync(0xffffffffu, m, o));
-      m = join_max(m, b);
+      m = join(m, wmax, b, [](T x, T y) { return max_t(x, y); });
       // exponentials kept in place: one exp per element
       double s = 0.0;
 #pragma unroll
@@ -85,7 +75,7 @@ __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const W
       }
 #pragma unroll
       for (int o = (WIDE ? 32 : G) / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      s                    = join_sum(s, b);
+      s                    = join(s, wsum, b, [](double x, double y) { return x + y; });
       const T f            = is_inf(m) ? quiet_nan(T()) : static_cast<T>(1.0 / s);
       const std::int64_t r = r0 + b * RPW + grp;
       if (r < a.rows) {

@@ -639,23 +639,20 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     forced.push_back({g, 1200000, 5});
   }
   {
-    im::Plan w;
-    w.regime = im::Regime::warp;
-    w.vec    = 1;
-    w.group  = 32;
-    w.chunks = 4;
-    forced.push_back({w, 100});
-    // row batches: several rows per lane group and step, the last step partial (rows 1, 2, 31, 33 and the suite's
-    // against 32 rows per block and step for G = 8), rows shorter than the group
-    auto wb = [&](int group) {
+    auto warp_plan = [&](int vec, int group, int chunks, int batch, std::int64_t grid) {
       im::Plan p;
       p.regime = im::Regime::warp;
-      p.vec    = VV;
+      p.vec    = vec;
       p.group  = group;
-      p.chunks = 1;
-      p.batch  = im::kWarpRowBatch;
+      p.chunks = chunks;
+      p.batch  = batch;
+      p.grid   = grid;
       return p;
     };
+    forced.push_back({warp_plan(1, 32, 4, 1, 0), 100});
+    // row batches: several rows per lane group and step, the last step partial (rows 1, 2, 31, 33 and the suite's
+    // against 32 rows per block and step for G = 8), rows shorter than the group
+    auto wb = [&](int group) { return warp_plan(VV, group, 1, im::kWarpRowBatch, 0); };
     for (std::int64_t rows : {1, 2, 31, 33, 0}) forced.push_back({wb(8), 8 * VV, rows});
     forced.push_back({wb(8), 7 * VV});
     forced.push_back({wb(1), VV});
@@ -664,15 +661,7 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     // groups of several warps (64 and 128 lanes per row, joined through shared memory): full and partial rows, rows
     // shorter than the group, row counts around the block's rows (2 for 64 lanes), on a grid of whole waves and on one
     // that steps over rows several times
-    auto wg = [&](int group, int chunks, std::int64_t grid) {
-      im::Plan p;
-      p.regime = im::Regime::warp;
-      p.vec    = VV;
-      p.group  = group;
-      p.chunks = chunks;
-      p.grid   = grid;
-      return p;
-    };
+    auto wg = [&](int group, int chunks, std::int64_t grid) { return warp_plan(VV, group, chunks, 1, grid); };
     for (std::int64_t rows : {1, 2, 3, 31, 33, 0}) forced.push_back({wg(64, 4, 0), 64 * 4 * VV - 3 * VV, rows});
     forced.push_back({wg(64, 2, 3), 64 * 2 * VV, 33});
     forced.push_back({wg(128, 2, 0), 128 * 2 * VV - VV});
