@@ -105,8 +105,9 @@ const void* wk(int batch) {
   return nullptr;
 }
 
-// Instantiations: G in {1,2,4,8,16} with one vector per lane, and G = 32 with NCH vectors
-// per lane (1..8 for 16-byte vectors; powers of two up to 4 KB rows for scalars).
+// Instantiations: G in {1,2,4,8,16} with one vector per lane, G = 32 with NCH vectors per lane (1..8 for 16-byte
+// vectors; powers of two up to 4 KB rows for scalars), and for 16-byte vectors without row batches G = 64 with 2 or 4
+// and G = 128 with 1, 2, 4 or 8.
 template <class T, int V>
 const void* warp_kernel_v(int group, int chunks, int batch) {
   if (group < 32) {
