@@ -96,7 +96,12 @@ std::int64_t onchip_max_cols(const DeviceInfo& di, bool vector);
 // above kRowWideBlockBytes. Row plans without clusters launch a block per row (the hardware
 // replaces finished blocks); clusters and grid groups are persistent and prefetch their next row.
 // Chunk streams need cooperative launch (all blocks resident); rows neither takes: split path.
-constexpr std::int64_t kWarpMaxRowBytes        = 4096;
+constexpr std::int64_t kWarpMaxRowBytes = 4096;
+// Where the device outruns the chunk stream (kStreamMaxPeakBytesPerSm), 16-byte aligned rows past
+// kWarpWideMinRowBytes up to kWarpRowMaxBytes take the warp kernel with a row per 128-thread block (groups of four
+// warps). H200, kernels alone (perf/results/h200/cuda_warp_groups.json): 65536 x 1024 99.5 % of copy against 97.5 %
+// for a warp per row, 16384 x 4096 96.7 % against 94.3 % for the warp-row plan. Not measured on the H100.
+constexpr std::int64_t kWarpWideMinRowBytes    = 2048;
 constexpr std::int64_t kWarpRowMaxBytes        = 16 * 1024;
 constexpr std::int64_t kRowNarrowBlockBytes    = 32 * 1024;
 constexpr std::int64_t kRowWideBlockBytes      = 64 * 1024;

@@ -302,10 +302,11 @@ static void bench_all(int iters, cudaStream_t stream) {
   constexpr int KR       = im::kRowRegisterVectors;
   // alternatives: the plan the default replaced first (rowp's grids are persistent unless said)
   std::vector<Shape> shapes = {
+      // rows of 1-4K floats: a warp per row (G = 32, or the warp-row plan) against a row per block (G = 128)
       {65536,
        1024,
        {warp_persistent, rowp(1, 128, 8, 0, 32, 0, false), rowp(1, 128, 2, 0, 0, 0, false), warpp(64, 4, 1),
-        warpp(128, 2, 1)}},
+        warpp(32, 8, 1), warpp(128, 2, 1)}},
       {32768,
        8192,
        {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
@@ -313,10 +314,11 @@ static void bench_all(int iters, cudaStream_t stream) {
        32768,
        {rowp(1, 512, 16, 0, 0, 0), rowp(1, 512, 16, 0, 0, 0, false), streamp(4, 2, 48 << 10, 132),
         streamp(4, 2, 32 << 10, 132), streamp(5, 3, 40 << 10)}},
-      // few rows of 32 KB: 256-thread blocks too (more threads per row)
+      // few rows of 32 KB: 256-thread blocks too (more threads per row), and the row in a 128-thread block's registers
       {1024,
        8192,
-       {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
+       {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false),
+        warpp(128, 16, 1)}},
       // stream defaults: the plan they replaced is timed too (below)
       {128,
        1048576,
@@ -330,16 +332,18 @@ static void bench_all(int iters, cudaStream_t stream) {
       {100000,
        1000,
        {warp_persistent, rowp(1, 128, 8, 0, 32, 0, false), rowp(1, 128, 2, 0, 0, 0, false), warpp(64, 4, 1),
-        warpp(128, 2, 1)}},
+        warpp(32, 8, 1), warpp(128, 2, 1)}},
       // 16 KB rows: the persistent warp-row grid, and a block per row (128 threads, also with registers; 256)
       {16384,
        4096,
        {rowp(1, 128, 32, 0, 32, 0), rowp(1, 128, 8, 0, 0, 0, false), rowp(1, 128, 8 - KB, KB, 0, 0, false),
-        rowp(1, 256, 4, 0, 0, 0, false), warpp(128, 8, 1)}},
+        rowp(1, 256, 4, 0, 0, 0, false), rowp(1, 128, 32, 0, 32, 0, false), warpp(128, 8, 1)}},
       {2097152, 128, {warpp(32, 1, 1)}},
       // between the workloads
-      {131072, 2048, {rowp(1, 128, 16, 0, 32, 0), warpp(128, 4, 1)}},
-      {65536, 4096, {rowp(1, 128, 32, 0, 32, 0), warpp(128, 8, 1)}},
+      {524288, 512, {warpp(32, 4, 1), warpp(64, 2, 1), warpp(128, 1, 1)}},
+      {131072, 2048, {rowp(1, 128, 16, 0, 32, 0), rowp(1, 128, 16, 0, 32, 0, false), warpp(128, 4, 1)}},
+      {87381, 3072, {rowp(1, 128, 24, 0, 32, 0, false), warpp(128, 8, 1)}},
+      {65536, 4096, {rowp(1, 128, 32, 0, 32, 0), rowp(1, 128, 32, 0, 32, 0, false), warpp(128, 8, 1)}},
       {16384, 16384, {rowp(1, 256, 16, 0, 0, 0)}},
       {7710, 34816, {rowp(2, 256, 17), streamp(4, 2, 48 << 10, 132)}},
       {5461, 49152, {rowp(2, 256, 24), streamp(4, 2, 48 << 10, 132)}},

@@ -370,9 +370,10 @@ static std::int64_t rows_for(std::int64_t cols, std::int64_t budget) {
 enum class Suite { full, small, sanitize };
 
 // The plans of this device with its DRAM bandwidth set to an H100's and an H200's peak (2 x memory clock x bus
-// width): below kStreamMaxPeakBytesPerSm per SM every row past one SM takes the chunk stream in 5 x 40 KB chunks;
-// beyond it every row past 128 KB the stream in 4 x 48 KB chunks with whole rows per step (in 5 x 40 KB for rows of
-// more than kStreamAlignedMaxChunks chunks, 6 MB rows of 128), and rows beyond one step of that stream the split path.
+// width): below kStreamMaxPeakBytesPerSm per SM every row past one SM takes the chunk stream in 5 x 40 KB chunks and
+// rows of 1024 floats a warp each; beyond it every row past 128 KB the stream in 4 x 48 KB chunks with whole rows per
+// step (in 5 x 40 KB for rows of more than kStreamAlignedMaxChunks chunks, 6 MB rows of 128), rows beyond one step of
+// that stream the split path, and rows past kWarpWideMinRowBytes up to kWarpRowMaxBytes a 128-thread block each.
 static void check_bandwidth_rule(const im::DeviceInfo& device) {
   if (!device.clusters || !device.cooperative || device.sms < 100) return;  // the H100's and H200's regimes only
   const auto plan = [&](double bytes_per_s, std::int64_t cols) {
@@ -385,16 +386,21 @@ static void check_bandwidth_rule(const im::DeviceInfo& device) {
     double bytes_per_s;
     std::int64_t cols;
     im::Regime regime;
-    int buffers;  // stream plans: chunks per block (5 x 40 KB, or 4 x 48 KB where the device outruns the stream)
+    int width;  // stream plans: chunks per block (5 x 40 KB, or 4 x 48 KB where the device outruns the stream);
+                // warp plans: lanes per row (row plans: a warp per row)
   } cases[] = {{h100, 393216, im::Regime::stream, 5}, {h200, 393216, im::Regime::stream, 4},
                {h200, 131072, im::Regime::stream, 4}, {h100, 524288, im::Regime::stream, 5},
                {h200, 524288, im::Regime::stream, 4}, {h100, 2097152, im::Regime::stream, 5},
                {h200, 2097152, im::Regime::split, 0}, {h200, 1572864, im::Regime::stream, 5},
-               {h200, 49152, im::Regime::stream, 4}};
+               {h200, 49152, im::Regime::stream, 4},  {h100, 1024, im::Regime::warp, 32},
+               {h200, 512, im::Regime::warp, 32},     {h200, 516, im::Regime::warp, 128},
+               {h200, 1024, im::Regime::warp, 128},   {h200, 4096, im::Regime::warp, 128},
+               {h100, 4096, im::Regime::row, 32},     {h200, 4100, im::Regime::row, 0}};
   for (const auto& c : cases) {
     const im::Plan p = plan(c.bytes_per_s, c.cols);
-    const bool ok    = p.regime == c.regime && (c.regime != im::Regime::row || p.cluster > 1) &&
-                    (c.regime != im::Regime::stream || p.buffers == c.buffers);
+    const bool ok    = p.regime == c.regime && (c.regime != im::Regime::row || p.row_threads == c.width) &&
+                    (c.regime != im::Regime::warp || p.group == c.width) &&
+                    (c.regime != im::Regime::stream || p.buffers == c.width);
     std::printf("%-4s %.2f TB/s, %lld columns: %s\n", ok ? "ok" : "FAIL", c.bytes_per_s / 1e12,
                 static_cast<long long>(c.cols), im::describe(p).c_str());
     ++g_cases;
@@ -411,8 +417,8 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
   std::vector<std::int64_t> cols_list = {1,   2,   3,   4,   5,   7,   8,   16,  31,  32,   33,   63,   64,   65,
                                          127, 128, 129, 255, 256, 257, 511, 512, 513, 1000, 1023, 1024, 1025, 1028};
   // regime thresholds: warp limit, cluster-size steps, on-chip capacity
-  std::vector<std::int64_t> thresholds = {im::kWarpMaxRowBytes / es, im::kWarpRowMaxBytes / es,
-                                          im::kRowNarrowBlockBytes / es};
+  std::vector<std::int64_t> thresholds = {im::kWarpMaxRowBytes / es, im::kWarpWideMinRowBytes / es,
+                                          im::kWarpRowMaxBytes / es, im::kRowNarrowBlockBytes / es};
   if (!small) {
     thresholds.push_back(im::kRowWideBlockBytes / es);
     thresholds.push_back(im::kRowTargetBlockBytes / es);
@@ -435,11 +441,11 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
   if (sanitize) {  // one row length per default regime (row bytes), a few rows each
     cols_list.clear();
     for (std::int64_t b :
-         {std::int64_t(12), std::int64_t(132), std::int64_t(400), std::int64_t(4096), im::kWarpMaxRowBytes + 16,
-          im::kWarpRowMaxBytes, im::kWarpRowMaxBytes + 16, im::kRowNarrowBlockBytes + 16, im::kRowTargetBlockBytes,
-          im::kRowTargetBlockBytes + 16, im::kRowSingleBlockMinBytes + 16, 2 * im::kRowClusterWideBytes + 16,
-          std::int64_t(230 * 1024), im::kRowPairMaxBytes + 16, 2 * im::kRowPairMaxBytes + 16,
-          im::kRowGroupMinBytes + 16})
+         {std::int64_t(12), std::int64_t(132), std::int64_t(400), im::kWarpWideMinRowBytes + 16, std::int64_t(4096),
+          im::kWarpMaxRowBytes + 16, im::kWarpRowMaxBytes, im::kWarpRowMaxBytes + 16, im::kRowNarrowBlockBytes + 16,
+          im::kRowTargetBlockBytes, im::kRowTargetBlockBytes + 16, im::kRowSingleBlockMinBytes + 16,
+          2 * im::kRowClusterWideBytes + 16, std::int64_t(230 * 1024), im::kRowPairMaxBytes + 16,
+          2 * im::kRowPairMaxBytes + 16, im::kRowGroupMinBytes + 16})
       cols_list.push_back(std::max<std::int64_t>(1, b / es));
   }
   std::sort(cols_list.begin(), cols_list.end());
@@ -668,6 +674,7 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     forced.push_back({wg(128, 8, 5), 128 * 8 * VV - 5 * VV});
     forced.push_back({wg(128, 1, 0), 37 * VV});
     forced.push_back({wg(128, 4, 0), 128 * 4 * VV, 2});
+    forced.push_back({wg(128, 16, 0), 128 * 16 * VV - 7 * VV, 33});
   }
   for (auto& fp : forced) {
     CaseSpec a;
