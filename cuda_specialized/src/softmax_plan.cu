@@ -50,7 +50,7 @@ bool fit_row(const DeviceInfo& di, std::int64_t cols, Plan& plan) {
   return false;
 }
 // The device's DRAM moves more per SM than a chunk stream keeps up with (kStreamMaxPeakBytesPerSm): the H200, not
-// the H100. Such devices also take groups of several warps for rows of kWarpWideMinRowBytes..kWarpRowMaxBytes.
+// the H100. Such devices also take a 128-thread block per row for rows of kWarpWideMinRowBytes..kWarpMaxRowBytes.
 bool stream_outrun(const DeviceInfo& di) { return di.dram_bytes_per_s > kStreamMaxPeakBytesPerSm * di.sms; }
 
 // The chunk-stream plan for the row (kStream* in softmax_plan.hpp); false if none can run.
@@ -169,16 +169,15 @@ Plan make_plan(const DeviceInfo& di, const Problem<T>& p, bool stream) {
   plan.vec                     = vector_ok(p) ? vec_width<T>() : 1;
   const std::int64_t es        = static_cast<std::int64_t>(sizeof(T));
   const std::int64_t row_bytes = p.cols * es;
-  if (plan.vec > 1 && stream_outrun(di) && row_bytes > kWarpWideMinRowBytes && row_bytes <= kWarpRowMaxBytes) {
-    // a row over the whole 128-thread block, 2, 4 or 8 vectors per lane
-    plan.regime = Regime::warp;
-    plan.group  = kWarpBlockThreads;
-    plan.chunks = next_pow2(ceil_div(p.cols / plan.vec, kWarpBlockThreads));
-    return plan;
-  }
   if (row_bytes <= kWarpMaxRowBytes) {
     plan.regime             = Regime::warp;
     const std::int64_t nvec = ceil_div(p.cols, plan.vec);
+    if (plan.vec > 1 && stream_outrun(di) && row_bytes > kWarpWideMinRowBytes) {
+      // a row over the whole 128-thread block, two vectors per lane
+      plan.group  = kWarpBlockThreads;
+      plan.chunks = static_cast<int>(ceil_div(nvec, kWarpBlockThreads));
+      return plan;
+    }
     if (nvec <= 16) {
       plan.group  = next_pow2(nvec);
       plan.chunks = 1;

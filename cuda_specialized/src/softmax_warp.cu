@@ -1,4 +1,4 @@
-// Short rows (up to 4 KB; 32 KB in groups of 128 lanes): a group of G lanes per row (G = 1..32, or G = 64, 128: the
+// Short rows (up to 4 KB; 16 KB in groups of 128 lanes): a group of G lanes per row (G = 1..32, or G = 64, 128: the
 // warps of half or all of a block), the row in registers, grid-stride over rows. Max and sum are reduced with shuffles,
 // and for G > 32 across the group's warps through shared memory. Each group takes RB rows per step and issues all their
 // loads before reducing any: RB times the bytes a lane has in flight, for rows too short to keep the memory busy one at
@@ -107,7 +107,7 @@ const void* wk(int batch) {
 
 // Instantiations: G in {1,2,4,8,16} with one vector per lane, G = 32 with NCH vectors per lane (1..8 for 16-byte
 // vectors; powers of two up to 4 KB rows for scalars), and for 16-byte vectors without row batches G = 64 with 2 or 4
-// and G = 128 with 1, 2, 4, 8 or 16.
+// and G = 128 with 1, 2, 4 or 8.
 template <class T, int V>
 const void* warp_kernel_v(int group, int chunks, int batch) {
   if (group < 32) {
@@ -131,7 +131,6 @@ const void* warp_kernel_v(int group, int chunks, int batch) {
         case 128 * 32 + 2: return wk<T, V, 128, 2, 1>();
         case 128 * 32 + 4: return wk<T, V, 128, 4, 1>();
         case 128 * 32 + 8: return wk<T, V, 128, 8, 1>();
-        case 128 * 32 + 16: return wk<T, V, 128, 16, 1>();
         default: return nullptr;
       }
     }

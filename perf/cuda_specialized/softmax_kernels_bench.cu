@@ -314,11 +314,10 @@ static void bench_all(int iters, cudaStream_t stream) {
        32768,
        {rowp(1, 512, 16, 0, 0, 0), rowp(1, 512, 16, 0, 0, 0, false), streamp(4, 2, 48 << 10, 132),
         streamp(4, 2, 32 << 10, 132), streamp(5, 3, 40 << 10)}},
-      // few rows of 32 KB: 256-thread blocks too (more threads per row), and the row in a 128-thread block's registers
+      // few rows of 32 KB: 256-thread blocks too (more threads per row)
       {1024,
        8192,
-       {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false),
-        warpp(128, 16, 1)}},
+       {rowp(1, 128, 16, 0, 0, 0), rowp(1, 128, 16 - KB, KB, 0, 0, false), rowp(1, 256, 8, 0, 0, 0, false)}},
       // stream defaults: the plan they replaced is timed too (below)
       {128,
        1048576,
