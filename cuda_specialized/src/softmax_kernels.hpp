@@ -22,6 +22,8 @@ struct WarpArgs {
   const T* x;
   T* y;
   std::int64_t ldx, ldy, rows, cols;
+  std::int64_t skew;  // rows the first step starts before row 0 (masked), so that every step starts where x's rows
+                      // meet a 256-byte boundary
 };
 
 #if defined(__CUDACC__)

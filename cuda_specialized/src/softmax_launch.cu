@@ -77,6 +77,17 @@ void prefer_l1(const DeviceInfo& di, const void* f, int resident) {
   set_carveout(di, f, static_cast<int>(ceil_div(resident, di.sms)), 0, false);
 }
 
+// Rows of up to 256 bytes whose pitch divides x's distance past a 256-byte boundary (a Kokkos View starts 128 bytes
+// past one): start the steps that many rows early, so that each warp's loads cover whole 256-byte blocks.
+template <class T>
+std::int64_t warp_skew(const Plan& plan, const Problem<T>& p) {
+  if (plan.skew >= 0) return plan.skew;
+  const std::int64_t pitch = p.ldx * static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t off   = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p.x) % 256);
+  if (plan.group >= 32 || pitch > 256 || 256 % pitch != 0 || off % pitch != 0) return 0;
+  return off / pitch;
+}
+
 template <class T>
 void run_warp(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaStream_t stream) {
   const void* f = warp_kernel<T>(plan.vec, plan.group, plan.chunks, plan.batch);
@@ -86,12 +97,13 @@ void run_warp(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cudaS
   // One row (group of rows) per warp, blocks replaced by the hardware as they finish, up to
   // 32 waves; plan.grid caps the blocks (a persistent grid when set to the resident count).
   const std::int64_t rows_per_block = kWarpBlockThreads / plan.group * plan.batch;
-  std::int64_t grid                 = ceil_div(p.rows, rows_per_block);
+  const std::int64_t skew           = warp_skew(plan, p);
+  std::int64_t grid                 = ceil_div(p.rows + skew, rows_per_block);
   const int resident                = max_active(di, f, kWarpBlockThreads, 0, 0);
   const std::int64_t cap            = plan.grid > 0 ? plan.grid : 32 * static_cast<std::int64_t>(resident);
   grid                              = std::max<std::int64_t>(1, std::min({grid, cap, std::int64_t(0x7fffffff)}));
   prefer_l1(di, f, resident);
-  WarpArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols};
+  WarpArgs<T> a{p.x, p.y, p.ldx, p.ldy, p.rows, p.cols, skew};
   launch(f, dim3(static_cast<unsigned>(grid)), kWarpBlockThreads, 0, 0, &a, stream, "warp kernel launch");
 }
 

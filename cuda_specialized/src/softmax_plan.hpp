@@ -26,6 +26,7 @@ struct Plan {
   int group  = 32;
   int chunks = 1;
   int batch  = 1;
+  int skew   = -1;  // rows the first step starts before row 0 (WarpArgs::skew); -1: from x's alignment
   // row: cluster of `cluster` blocks of `threads`, ks vectors per thread in shared memory
   // and kr in registers; row_threads = 32: each warp of the block holds its own row;
   // grid_join: the `cluster` (2..32) blocks of a row are a group of a cooperative grid, joined

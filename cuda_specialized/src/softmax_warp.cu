@@ -40,12 +40,12 @@ __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const W
     return v;
   };
 
-  for (std::int64_t r0 = gw * RSTEP; r0 < a.rows; r0 += nw * RSTEP) {
+  for (std::int64_t r0 = gw * RSTEP - a.skew; r0 < a.rows; r0 += nw * RSTEP) {
     P v[RB][NCH];
 #pragma unroll
     for (int b = 0; b < RB; ++b) {
       const std::int64_t r = r0 + b * RPW + grp;
-      const bool rv        = r < a.rows;
+      const bool rv        = r >= 0 && r < a.rows;
       const T* xr          = a.x + (rv ? r : 0) * a.ldx;
 #pragma unroll
       for (int k = 0; k < NCH; ++k) {
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kWarpBlockThreads) softmax_warp_kernel(const W
       s                    = join(s, wsum, b, [](double x, double y) { return x + y; });
       const T f            = is_inf(m) ? quiet_nan(T()) : static_cast<T>(1.0 / s);
       const std::int64_t r = r0 + b * RPW + grp;
-      if (r < a.rows) {
+      if (r >= 0 && r < a.rows) {
         T* yr = a.y + r * a.ldy;
 #pragma unroll
         for (int k = 0; k < NCH; ++k) {

@@ -415,6 +415,12 @@ static void bench_all(int iters, cudaStream_t stream) {
     CK(cudaGetLastError());
     bench_shape("offset", dx + 32, dy + 32, s.rows, s.cols, nullptr, iters, stream);
     const Timing copy = g_bench.back().copy;
+    im::Plan unskewed =
+        im::make_plan(im::device_info(dev), im::Problem<float>{dx + 32, s.cols, dy + 32, s.cols, s.rows, s.cols});
+    if (unskewed.regime == im::Regime::warp && unskewed.group < 32) {
+      unskewed.skew = 0;  // the rows' steps as they come, against the default's skew
+      bench_shape("offset", dx + 32, dy + 32, s.rows, s.cols, &unskewed, iters, stream, &copy);
+    }
     CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
     bench_shape("device_prefer_shared", dx + 32, dy + 32, s.rows, s.cols, nullptr, iters, stream, &copy);
     CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone));

@@ -483,6 +483,13 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
       d.wide     = true;
       run_case<T>(d, stream);
     }
+    if (cols % VV == 0 && cols * es <= 256) {
+      CaseSpec e = a;  // 128 bytes past a 256-byte boundary, as a Kokkos View: the warp plans' rows skew
+      e.rows     = rows_small;
+      e.offset   = 128 / es;
+      e.seed     = ++seed;
+      run_case<T>(e, stream);
+    }
   }
 
   // Forced alternative plans on rows small enough for the sanitizers.
@@ -664,6 +671,12 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     forced.push_back({wb(1), VV});
     forced.push_back({wb(16), 13 * VV});
     forced.push_back({wb(32), 29 * VV, 33});
+    // steps that start before row 0 (skew), by less than a step, a whole one, and more rows than there are
+    for (int skew : {1, 3, 32, 40}) {
+      im::Plan q = wb(8);
+      q.skew     = skew;
+      for (std::int64_t rows : {2, 33}) forced.push_back({q, 8 * VV, rows});
+    }
     // groups of several warps (64 and 128 lanes per row, joined through shared memory): full and partial rows, rows
     // shorter than the group, row counts around the block's rows (2 for 64 lanes), on a grid of whole waves and on one
     // that steps over rows several times
