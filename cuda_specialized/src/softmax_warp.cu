@@ -2,7 +2,8 @@
 // warps of half or all of a block), the row in registers, grid-stride over rows. Max and sum are reduced with shuffles,
 // and for G > 32 across the group's warps through shared memory. Each group takes RB rows per step and issues all their
 // loads before reducing any: RB times the bytes a lane has in flight, for rows too short to keep the memory busy one at
-// a time.
+// a time. The steps may start a.skew rows before row 0 (those rows masked), so that a warp's loads of short rows cover
+// whole 256-byte blocks.
 #include "softmax_common.cuh"
 
 namespace softfuse {
