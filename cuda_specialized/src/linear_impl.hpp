@@ -15,32 +15,6 @@ namespace softfuse {
 namespace cuda_specialized {
 namespace impl {
 
-// Programmatic dependent launch (sm_90): a kernel launched with this attribute may be scheduled
-// while the kernel before it in the stream finishes; it calls grid_dependency_wait() before it
-// touches what that kernel writes.
-inline cudaLaunchAttribute dependent_launch_attribute() {
-  cudaLaunchAttribute attr{};
-  attr.id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  return attr;
-}
-
-#if defined(__CUDACC__)
-// Waits until the kernel this one was launched as a dependent of is complete and its writes are
-// visible; a no-op when not launched as a dependent (and before sm_90).
-__device__ __forceinline__ void grid_dependency_wait() {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-// Lets the kernel launched as this one's dependent be scheduled (before sm_90: nothing).
-__device__ __forceinline__ void allow_dependent_launch() {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-#endif
-
 // tf32x3: the longest K-slice of the high x high product. The tensor cores accumulate at most
 // this many products before the fp32 epilogue adds the slice to y; the logits' error grows
 // linearly with the slice (H100, the 1024 x 8192 x 8192 workload: 2.4e-6 at 1024 and 2.8e-6 at

@@ -1,5 +1,6 @@
 // Private: the CUDA runtime as the kernels of softmax and the fused layers use it (runtime.cu): device
-// properties, occupancy and carveout of a kernel, the library's memory pool, and the errors thrown.
+// properties, occupancy and carveout of a kernel, launch attributes (dependent launches), the library's memory pool,
+// and the errors thrown.
 #ifndef SOFTFUSE_CUDA_SPECIALIZED_RUNTIME_HPP
 #define SOFTFUSE_CUDA_SPECIALIZED_RUNTIME_HPP
 
@@ -47,6 +48,33 @@ void set_carveout(const DeviceInfo& di, const void* func, int blocks_per_sm, std
 // `attr` (which must outlive the configuration).
 cudaLaunchConfig_t launch_config(dim3 grid, int threads, std::int64_t smem, int cluster, bool cooperative,
                                  cudaStream_t stream, cudaLaunchAttribute& attr);
+
+// Programmatic dependent launch (sm_90 code): a kernel launched with this attribute may be scheduled
+// while the kernel before it in the stream finishes; it calls grid_dependency_wait() before it
+// touches memory that kernel (or any earlier work in the stream) writes. Used by the fused layers'
+// row passes and the softmax split passes.
+inline cudaLaunchAttribute dependent_launch_attribute() {
+  cudaLaunchAttribute attr{};
+  attr.id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  return attr;
+}
+
+#if defined(__CUDACC__)
+// Waits until the kernel this one was launched as a dependent of is complete and its writes are
+// visible; a no-op when not launched as a dependent (and before sm_90).
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+// Lets the kernel launched as this one's dependent be scheduled (before sm_90: nothing).
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+#endif
 
 // Stream-ordered device memory from the library's pool on `device` (kept across synchronizations);
 // free with cudaFreeAsync on a stream ordered after the last use.

@@ -22,11 +22,19 @@ namespace impl {
 
 namespace {
 
+// dependent: a programmatic dependent launch (runtime.hpp) of the kernel before it in the stream; for launches with
+// no other attribute.
 void launch(const void* func, dim3 grid, int threads, std::int64_t smem, int cluster, void* args, cudaStream_t stream,
-            const char* what, bool cooperative = false) {
+            const char* what, bool cooperative = false, bool dependent = false) {
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t cfg = launch_config(grid, threads, smem, cluster > 1 ? cluster : 0, cooperative, stream, attr);
-  void* argv[1]          = {args};
+  if (dependent) {
+    if (cfg.numAttrs != 0) throw_invalid(std::string(what) + ": a dependent launch with another attribute");
+    attr         = dependent_launch_attribute();
+    cfg.attrs    = &attr;
+    cfg.numAttrs = 1;
+  }
+  void* argv[1] = {args};
   // The launch's own status: a cudaGetLastError() here would report an earlier call's error.
   check(cudaLaunchKernelExC(&cfg, func, argv), what);
 }
@@ -230,6 +238,8 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
   const std::size_t ws_bytes = static_cast<std::size_t>(nparts + (combine ? group : 0)) * sizeof(MS<T>);
   for (const void* f : {f1, fc, f2})
     if (f != nullptr) prefer_l1(di, f, max_active(di, f, kSplitThreads, 0, 0));
+  // each pass scheduled while the one before finishes (its kernels wait for it: sm_90 code only)
+  const bool dependent = plan.dependent && di.binary_version >= 90;
   with_workspace(di, ws_bytes, stream, "cudaFreeAsync (split workspace)", [&](void* ws) {
     MS<T>* parts = static_cast<MS<T>*>(ws);
     MS<T>* tot   = combine ? parts + nparts : nullptr;
@@ -237,9 +247,11 @@ void run_split(const DeviceInfo& di, const Plan& plan, const Problem<T>& p, cuda
       const std::int64_t nr = std::min(group, p.rows - r0);
       SplitArgs<T> a{p.x, p.y, p.ldx, p.ldy, r0, p.cols, chunk, nchunks, parts, tot, combine ? 1 : nchunks};
       const dim3 grid(static_cast<unsigned>(nchunks), static_cast<unsigned>(nr));
-      launch(f1, grid, kSplitThreads, 0, 0, &a, stream, "split partial launch");
-      if (combine) launch(fc, dim3(static_cast<unsigned>(nr)), kSplitThreads, 0, 0, &a, stream, "split combine launch");
-      launch(f2, grid, kSplitThreads, 0, 0, &a, stream, "split write launch");
+      launch(f1, grid, kSplitThreads, 0, 0, &a, stream, "split partial launch", false, dependent);
+      if (combine)
+        launch(fc, dim3(static_cast<unsigned>(nr)), kSplitThreads, 0, 0, &a, stream, "split combine launch", false,
+               dependent);
+      launch(f2, grid, kSplitThreads, 0, 0, &a, stream, "split write launch", false, dependent);
     }
   });
 }

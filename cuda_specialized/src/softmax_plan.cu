@@ -242,6 +242,7 @@ std::string describe(const Plan& plan) {
   }
   std::string s(buf);
   if (plan.regime == Regime::warp && plan.skew >= 0) s += " skew=" + std::to_string(plan.skew);
+  if (plan.regime == Regime::split && !plan.dependent) s += " dependent=0";
   if (plan.grid > 0) s += " grid=" + std::to_string(plan.grid);
   if (plan.regime == Regime::row && !plan.persistent) s += " nonpersistent";
   return s;

@@ -42,9 +42,11 @@ struct Plan {
   // shared memory, reduced `lead` steps before they are written (grid: blocks, 0 = resident)
   int buffers = 4;
   int lead    = 2;
-  // split: elements per block, rows per pass pair (0: from the L2 size)
+  // split: elements per block, rows per pass pair (0: from the L2 size); dependent: each pass a programmatic
+  // dependent launch of the one before (with sm_90 code), scheduled while that one finishes
   std::int64_t chunk      = 0;
   std::int64_t group_rows = 0;
+  bool dependent          = true;
   // persistent grid (warp: blocks; row: rows in flight); 0: from the occupancy
   std::int64_t grid = 0;
   // row: false launches one row group per row (the hardware replaces finished blocks or

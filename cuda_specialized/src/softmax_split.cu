@@ -2,6 +2,9 @@
 // small enough to stay in L2 between them. Pass 1 writes a partial (m, s) per chunk; an
 // optional combine joins a row's partials when there are many; pass 2 joins them again (the
 // same order in every block of the row) and writes its chunk, chunks taken last-read-first.
+// With sm_90 code each pass is a programmatic dependent launch of the one before (run_split): its
+// blocks are scheduled while that pass's last blocks run, and wait for it before touching memory.
+#include "runtime.hpp"
 #include "softmax_common.cuh"
 
 namespace softfuse {
@@ -14,6 +17,8 @@ template <class T, int V, int NT>
 __global__ void __launch_bounds__(NT) softmax_split_partial_kernel(const SplitArgs<T> a) {
   using P = Pack<T, V>;
   __shared__ MS<T> red[NT / 32];
+  grid_dependency_wait();  // a dependent launch: the pass before (or the stream's earlier work) is done
+  allow_dependent_launch();
   const std::int64_t r    = a.row0 + blockIdx.y;
   const T* xr             = a.x + r * a.ldx;
   const std::int64_t nvec = a.cols / V;
@@ -44,6 +49,8 @@ __global__ void __launch_bounds__(NT) softmax_split_partial_kernel(const SplitAr
 template <class T, int NT>
 __global__ void __launch_bounds__(NT) softmax_split_combine_kernel(const SplitArgs<T> a) {
   __shared__ MS<T> red[NT / 32];
+  grid_dependency_wait();  // a dependent launch: the pass before (or the stream's earlier work) is done
+  allow_dependent_launch();
   const MS<T>* src = a.parts + static_cast<std::int64_t>(blockIdx.x) * a.nchunks;
   MS<T> st         = ms_identity<T>();
   for (std::int64_t i = threadIdx.x; i < a.nchunks; i += NT) st = ms_join(st, src[i]);
@@ -55,6 +62,8 @@ template <class T, int V, int NT>
 __global__ void __launch_bounds__(NT) softmax_split_write_kernel(const SplitArgs<T> a) {
   using P = Pack<T, V>;
   __shared__ MS<T> red[NT / 32];
+  grid_dependency_wait();  // a dependent launch: the pass before (or the stream's earlier work) is done
+  allow_dependent_launch();
   const std::int64_t rr = blockIdx.y;
   const std::int64_t r  = a.row0 + rr;
   const MS<T>* src      = (a.nparts == 1) ? a.tot + rr : a.parts + rr * a.nchunks;

@@ -242,6 +242,22 @@ static void bench_replaced(const std::string& group, float* dx, float* dy, std::
   bench_shape(group, dx, dy, rows, cols, &alt, iters, stream, &copy);
 }
 
+// Where the default plan is split: its passes launched plainly and as dependent launches (the default), alternately,
+// two rounds, same copy baseline.
+static void bench_plain_split(const std::string& group, float* dx, float* dy, std::int64_t rows, std::int64_t cols,
+                              int iters, cudaStream_t stream, const Timing& copy) {
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
+  const im::Plan dependent = im::make_plan(im::device_info(dev), im::Problem<float>{dx, cols, dy, cols, rows, cols});
+  if (dependent.regime != im::Regime::split) return;
+  im::Plan plain  = dependent;
+  plain.dependent = false;
+  for (int round = 0; round < 2; ++round) {
+    bench_shape(group, dx, dy, rows, cols, &plain, iters, stream, &copy);
+    bench_shape(group, dx, dy, rows, cols, &dependent, iters, stream, &copy);
+  }
+}
+
 // A warp plan: `group` lanes per row, `chunks` vectors per lane, `batch` rows per lane group and step.
 static im::Plan warpp(int group, int chunks, int batch) {
   im::Plan p;
@@ -382,6 +398,7 @@ static void bench_all(int iters, cudaStream_t stream) {
     const Timing copy = g_bench.empty() ? Timing{} : g_bench.back().copy;
     bench_replaced("alternative", dx, dy, s.rows, s.cols, iters, stream, copy);
     for (auto& alt : s.alts) bench_shape("alternative", dx, dy, s.rows, s.cols, &alt, iters, stream, &copy);
+    bench_plain_split("alternative", dx, dy, s.rows, s.cols, iters, stream, copy);
   }
   // sweep of row lengths, 2^28 elements (1 GiB) each
   if (g_shapes.empty()) fill_uniform<float><<<4096, 256, 0, stream>>>(dx, sweep_elems, 99);

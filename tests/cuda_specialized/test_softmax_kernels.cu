@@ -650,6 +650,11 @@ void check_suite(const im::DeviceInfo& di, cudaStream_t stream, Suite suite) {
     g.chunk      = 16384;
     g.group_rows = 0;
     forced.push_back({g, 1200000, 5});
+    // the passes launched plainly, not each as a dependent of the one before: groups, and the combine kernel
+    im::Plan pp = p, qp = q;
+    pp.dependent = qp.dependent = false;
+    forced.push_back({pp, 5000 - 5000 % VV});
+    forced.push_back({qp, 20000});
   }
   {
     auto warp_plan = [&](int vec, int group, int chunks, int batch, std::int64_t grid) {
