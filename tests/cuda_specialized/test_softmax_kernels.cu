@@ -1,7 +1,8 @@
 // Correctness of softfuse's hand-tuned CUDA softmax kernels (cuda_specialized/softmax.hpp and the plans
 // behind it) against the double-precision reference (tests/reference), without Kokkos: float and double, in
 // place and out of place, padded and misaligned rows, special rows, every regime and its thresholds, forced
-// alternative plans, the chunk streams' slots across streams and graph replays, argument checks.
+// alternative plans, the chunk streams' slots across streams and graph replays, the split passes replayed from a
+// graph, argument checks.
 //
 //   test_softmax_kernels [--small | --sanitize] [--max-cluster N]
 //   --small            the small subset
@@ -308,6 +309,64 @@ static void check_stream_slots(const im::DeviceInfo& di, cudaStream_t s1) {
     CK(cudaFree(dy[k]));
   }
   CK(cudaStreamDestroy(s2));
+}
+
+// The split passes are dependent launches of one another (sm_90 code); captured in a graph they become its
+// programmatic edges. Checked here: forced split plans (groups of 3 rows; the combine kernel) captured once each and
+// replayed on two new inputs, every row against fp64.
+static void check_split_graph(const im::DeviceInfo& di, cudaStream_t stream) {
+  im::Plan groups;
+  groups.regime      = im::Regime::split;
+  groups.vec         = 4;
+  groups.chunk       = 1024;
+  groups.group_rows  = 3;
+  im::Plan combine   = groups;
+  combine.chunk      = 64;  // > 256 chunks per row
+  combine.group_rows = 0;
+  struct Graphed {
+    im::Plan plan;
+    std::int64_t rows, cols;
+  };
+  for (const Graphed& g : {Graphed{groups, 10, 5000}, Graphed{combine, 4, 20000}}) {
+    const std::size_t n = static_cast<std::size_t>(g.rows * g.cols);
+    std::vector<float> hx(n), hy(n);
+    float *dx = nullptr, *dy = nullptr;
+    CK(cudaMalloc(&dx, n * sizeof(float)));
+    CK(cudaMalloc(&dy, n * sizeof(float)));
+    const im::Problem<float> p{dx, g.cols, dy, g.cols, g.rows, g.cols};
+    im::run_plan(di, g.plan, p, stream);  // first call outside the capture (attributes, carveouts)
+    CK(cudaStreamSynchronize(stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    im::run_plan(di, g.plan, p, stream);
+    CK(cudaStreamEndCapture(stream, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    std::string why;
+    for (std::uint64_t seed : {31, 32}) {
+      CaseSpec cs;
+      cs.seed = seed;
+      cs.wide = true;
+      for (std::int64_t r = 0; r < g.rows; ++r) fill_row_special(hx.data() + r * g.cols, r + 9, g.cols, cs);
+      CK(cudaMemcpy(dx, hx.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+      CK(cudaDeviceSynchronize());
+      CK(cudaGraphLaunch(exec, stream));
+      CK(cudaStreamSynchronize(stream));
+      CK(cudaMemcpy(hy.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
+      for (std::int64_t r = 0; r < g.rows && why.empty(); ++r) {
+        const RowCheck rc = check_row(hx.data() + r * g.cols, hy.data() + r * g.cols, g.cols);
+        if (!rc.ok) why = "seed " + std::to_string(seed) + ", row " + std::to_string(r) + ": " + rc.why;
+      }
+    }
+    std::printf("%-4s split passes replayed from a graph: %-50s %s\n", why.empty() ? "ok" : "FAIL",
+                im::describe(g.plan).c_str(), why.c_str());
+    ++g_cases;
+    if (!why.empty()) ++g_failed;
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaFree(dx));
+    CK(cudaFree(dy));
+  }
 }
 
 // The warp and split kernels (no dynamic shared memory) set their own shared-memory carveout: the smallest their
@@ -743,6 +802,7 @@ int main(int argc, char** argv) {
   check_suite<float>(di, stream, suite);
   check_suite<double>(di, stream, suite);
   if (di.cooperative) check_stream_slots(di, stream);
+  check_split_graph(di, stream);
   check_carveout(di, stream);
   // argument checks
   bool threw = false;
