@@ -19,13 +19,14 @@
 # built and run with the two others (one baseline build for all); the full checks run on this tree, the variants
 # take test_softmax_kernels --small (kernels mode).
 # SOFTFUSE_CHECK_LIMIT (seconds, default 400) stops kernel checks that run longer.
-# AB_ROUNDS (default 2) sets the rounds; SOFTFUSE_COMMIT and AB_BASE_COMMIT name both sides' commits in the results. Writes $OUT/ab.json (every run of both sides: side, round and the program's own
+# AB_ROUNDS (default 2) sets the rounds; SOFTFUSE_COMMIT and AB_BASE_COMMIT name both sides' commits in the results. Writes $OUT/ab.json (also as soon as the rounds end, so a run stopped in its checks keeps them; every run of both sides: side, round and the program's own
 # JSON), summary.txt (a line per shape and plan: both sides' figures), rounds.txt (portable: each run's plans as it ends)
 # and logs.tar.gz. OUT defaults to build/ab-out.
 set -u
 mode=${1:?usage: ab.sh portable|kernels|host BASELINE_TREE [SHAPES]}
 base_tree=${2:?usage: ab.sh portable|kernels|host BASELINE_TREE [SHAPES]}
 shapes=${3:-}
+script_args="$*"
 OUT=${OUT:-build/ab-out}
 rounds=${AB_ROUNDS:-2}
 mkdir -p "$OUT"
@@ -126,43 +127,14 @@ json.dump({"context": a["context"], "benchmarks": a["benchmarks"] + b["benchmark
   *) echo "ab.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 
-for r in $(seq "$rounds"); do
-  for side in $sides; do
-    run "$side" "$logs/${side}_$r.json" >"$logs/${side}_$r.txt" 2>&1 || log "$side round $r failed: $(tail -n3 "$logs/${side}_$r.txt")"
-    # the portable plans' lines as they come, so a run stopped before the end still reports its rounds
-    [ "$mode" = portable ] && grep -E "plan_rows|WRONG" "$logs/${side}_$r.txt" | sed "s/^/$side $r: /" >>"$OUT/rounds.txt"
-  done
-done
-
-case $mode in
-  portable)
-    if [ "$shapes" != none ]; then
-      build/ab-new-cuda/perf/softfuse_bench_portable_plans --shapes="$shapes" --json="$logs/sweep.json" >"$logs/sweep.txt"
-      grep -E "WRONG|plan_rows" "$logs/sweep.txt" | tee -a "$OUT/summary.txt"
-    fi
-    wait "$unit_build"
-    log "$(tail -n1 "$logs/unit_build.log") at $((SECONDS - t0)) s"
-    build/ab-new-cuda/tests/softfuse_unit_cuda >"$logs/unit_cuda.log" 2>&1
-    grep -E "^\[  (PASSED|FAILED) |FAILED" "$logs/unit_cuda.log" | head -20 | tee -a "$OUT/summary.txt"
-    ;;
-  kernels)
-    timeout "$check_limit" build/ab-new-kernels/tests/test_softmax_kernels >"$logs/check.txt" 2>&1
-    grep -E "^(PASSED|FAILED)" "$logs/check.txt" | sed 's/^/test_softmax_kernels (new, full): /' | tee -a "$OUT/summary.txt"
-    for side in $sides; do
-      [ "$side" = base ] || [ "$side" = new ] && continue
-      timeout "$check_limit" "build/ab-$side-kernels/tests/test_softmax_kernels" --small \
-        >"$logs/check_$side.txt" 2>&1
-      grep -E "^(PASSED|FAILED)" "$logs/check_$side.txt" | sed "s/^/test_softmax_kernels ($side, small): /" |
-        tee -a "$OUT/summary.txt"
-    done
-    ;;
-esac
-
-# ab.json and a line per shape and plan: portable plans (of_copy), kernel plans (pct_of_copy), Google Benchmarks
-# (median_ms, with of_copy or of_gemm where the benchmark gives one)
-sum=$OUT/summary.txt
-python3 - "$mode" "$logs" "$OUT/ab.json" "AB_ROUNDS=$rounds${AB_VARIANTS:+ AB_VARIANTS=\"$AB_VARIANTS\"}${AB_SHAPES:+ AB_SHAPES=$AB_SHAPES} bash scripts/ab.sh $*" \
-  "$rounds" "$sum" "$(for side in $sides; do echo -n "$side=${src[$side]} "; done)" <<'PY' | tee -a "$sum"
+# report FINAL: ab.json, logs.tar.gz and (FINAL=1) a line per shape and plan in summary.txt: portable plans (of_copy),
+# kernel plans (pct_of_copy), Google Benchmarks (median_ms, with of_copy or of_gemm where the benchmark gives one).
+# Written once the rounds are done as well, so a run stopped during the checks keeps its rounds.
+report() {
+local sum=$OUT/summary.txt lines=/dev/null
+[ "$1" = 1 ] && lines=$sum
+python3 - "$mode" "$logs" "$OUT/ab.json" "AB_ROUNDS=$rounds${AB_VARIANTS:+ AB_VARIANTS=\"$AB_VARIANTS\"}${AB_SHAPES:+ AB_SHAPES=$AB_SHAPES} bash scripts/ab.sh $script_args" \
+  "$rounds" "$sum" "$(for side in $sides; do echo -n "$side=${src[$side]} "; done)" <<'PY' | tee -a "$lines"
 import datetime, json, os, sys
 mode, logs, path, command, rounds, summary, sides = sys.argv[1:]
 trees = dict(spec.split("=", 1) for spec in sides.split())
@@ -200,4 +172,40 @@ for key, v in rows.items():
     print(f"ab {key}: " + " ".join(f"{side} {v.get(side)}" for side in sides))
 PY
 tar -C "$logs" -czf "$OUT/logs.tar.gz" .
+}
+
+for r in $(seq "$rounds"); do
+  for side in $sides; do
+    run "$side" "$logs/${side}_$r.json" >"$logs/${side}_$r.txt" 2>&1 || log "$side round $r failed: $(tail -n3 "$logs/${side}_$r.txt")"
+    # the portable plans' lines as they come, so a run stopped before the end still reports its rounds
+    [ "$mode" = portable ] && grep -E "plan_rows|WRONG" "$logs/${side}_$r.txt" | sed "s/^/$side $r: /" >>"$OUT/rounds.txt"
+  done
+done
+report 0
+
+case $mode in
+  portable)
+    if [ "$shapes" != none ]; then
+      build/ab-new-cuda/perf/softfuse_bench_portable_plans --shapes="$shapes" --json="$logs/sweep.json" >"$logs/sweep.txt"
+      grep -E "WRONG|plan_rows" "$logs/sweep.txt" | tee -a "$OUT/summary.txt"
+    fi
+    wait "$unit_build"
+    log "$(tail -n1 "$logs/unit_build.log") at $((SECONDS - t0)) s"
+    build/ab-new-cuda/tests/softfuse_unit_cuda >"$logs/unit_cuda.log" 2>&1
+    grep -E "^\[  (PASSED|FAILED) |FAILED" "$logs/unit_cuda.log" | head -20 | tee -a "$OUT/summary.txt"
+    ;;
+  kernels)
+    timeout "$check_limit" build/ab-new-kernels/tests/test_softmax_kernels >"$logs/check.txt" 2>&1
+    grep -E "^(PASSED|FAILED)" "$logs/check.txt" | sed 's/^/test_softmax_kernels (new, full): /' | tee -a "$OUT/summary.txt"
+    for side in $sides; do
+      [ "$side" = base ] || [ "$side" = new ] && continue
+      timeout "$check_limit" "build/ab-$side-kernels/tests/test_softmax_kernels" --small \
+        >"$logs/check_$side.txt" 2>&1
+      grep -E "^(PASSED|FAILED)" "$logs/check_$side.txt" | sed "s/^/test_softmax_kernels ($side, small): /" |
+        tee -a "$OUT/summary.txt"
+    done
+    ;;
+esac
+
+report 1
 log "total $((SECONDS - t0)) s"
