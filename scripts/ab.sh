@@ -19,9 +19,10 @@
 # built and run with the two others (one baseline build for all); the full checks run on this tree, the variants
 # take test_softmax_kernels --small (kernels mode).
 # SOFTFUSE_CHECK_LIMIT (seconds, default 400) stops kernel checks that run longer.
-# AB_ROUNDS (default 2) sets the rounds; SOFTFUSE_COMMIT and AB_BASE_COMMIT name both sides' commits in the results. Writes $OUT/ab.json (also as soon as the rounds end, so a run stopped in its checks keeps them; every run of both sides: side, round and the program's own
-# JSON), summary.txt (a line per shape and plan: both sides' figures), rounds.txt (portable: each run's plans as it ends)
-# and logs.tar.gz. OUT defaults to build/ab-out.
+# AB_ROUNDS (default 2) sets the rounds; SOFTFUSE_COMMIT and AB_BASE_COMMIT name both sides' commits in the results.
+# Writes $OUT/ab.json (every run of both sides: side, round and the program's own JSON), summary.txt (a line per shape
+# and plan: both sides' figures), rounds.txt (portable: each run's plans as it ends) and logs.tar.gz; ab.json and
+# logs.tar.gz also as soon as the rounds end, so a run stopped in its checks keeps them. OUT defaults to build/ab-out.
 set -u
 mode=${1:?usage: ab.sh portable|kernels|host BASELINE_TREE [SHAPES]}
 base_tree=${2:?usage: ab.sh portable|kernels|host BASELINE_TREE [SHAPES]}
@@ -127,9 +128,9 @@ json.dump({"context": a["context"], "benchmarks": a["benchmarks"] + b["benchmark
   *) echo "ab.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 
-# report FINAL: ab.json, logs.tar.gz and (FINAL=1) a line per shape and plan in summary.txt: portable plans (of_copy),
-# kernel plans (pct_of_copy), Google Benchmarks (median_ms, with of_copy or of_gemm where the benchmark gives one).
-# Written once the rounds are done as well, so a run stopped during the checks keeps its rounds.
+# report 0|1: ab.json, logs.tar.gz and (1: at the end) a line per shape and plan in summary.txt: portable plans
+# (of_copy), kernel plans (pct_of_copy), Google Benchmarks (median_ms, with of_copy or of_gemm where the benchmark
+# gives one).
 report() {
 local sum=$OUT/summary.txt lines=/dev/null
 [ "$1" = 1 ] && lines=$sum
