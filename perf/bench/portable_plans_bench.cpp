@@ -36,9 +36,9 @@ std::string describe(const RowPlan& p) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
-                p.stream ? " stream" : "", p.staged ? " staged" : "", static_cast<long long>(p.chunk),
-                static_cast<long long>(p.chunks), static_cast<long long>(p.cached_chunk),
-                static_cast<long long>(p.group_rows));
+                p.stream ? " stream" : "", p.staged ? (p.staged_loads == 16 ? " staged16" : " staged") : "",
+                static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
+                static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
   return buf;
 }
 
@@ -80,14 +80,16 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
     return plans;
   }
   if (cols <= 256)
-    for (int threads : {64, 128, 256}) {
-      RowPlan p;
-      p.regime    = RowRegime::packed;
-      p.staged    = true;
-      p.cached    = true;
-      p.team_size = threads;
-      if (scratch_bytes(staged_scratch(threads, cols)) <= scratch_max) plans.push_back(p);
-    }
+    for (int threads : {64, 128, 256})
+      for (int loads : {8, 16}) {
+        RowPlan p;
+        p.regime       = RowRegime::packed;
+        p.staged       = true;
+        p.staged_loads = loads;
+        p.cached       = true;
+        p.team_size    = threads;
+        if (scratch_bytes(staged_scratch(threads, cols)) <= scratch_max) plans.push_back(p);
+      }
   if (cols <= 4096)
     for (int lanes = 1; lanes <= 32; lanes *= 2)
       for (int threads : {64, 128, 256})

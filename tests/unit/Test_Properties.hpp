@@ -463,7 +463,7 @@ Shape regime_shape(Rng& g, bool cache, std::size_t max_elements, std::string& wh
     return plan_rows(space, rows, cols, sizeof(T), cache, bytes);
   };
   const auto key = [](const RowPlan& p) {
-    return std::make_tuple(int(p.regime), p.vector_length, p.team_size, p.cached, p.staged);
+    return std::make_tuple(int(p.regime), p.vector_length, p.team_size, p.cached, p.staged, p.staged_loads);
   };
   std::vector<std::size_t> row_choices = {1, 2, 31, 33};
   const std::size_t probe_cols         = coin(g) ? 64 : 4096;
@@ -486,8 +486,8 @@ Shape regime_shape(Rng& g, bool cache, std::size_t max_elements, std::string& wh
   const char* regimes[] = {"packed", "team", "chunked", "split"};
   char buf[160];
   std::snprintf(buf, sizeof buf, " [%s regime, team %d, lanes %d%s%s, %lld chunks]", regimes[int(p.regime)],
-                p.team_size, p.vector_length, p.cached ? ", cached" : "", p.staged ? ", staged" : "",
-                static_cast<long long>(p.chunks));
+                p.team_size, p.vector_length, p.cached ? ", cached" : "",
+                p.staged ? (p.staged_loads == 16 ? ", staged 16" : ", staged") : "", static_cast<long long>(p.chunks));
   what = buf;
   return {rows, cols};
 }

@@ -231,7 +231,7 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
     const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
     switch (plan.regime) {
       case RowRegime::packed:
-        if (plan.staged && cols > kStagedFewLoadsCols)
+        if (plan.staged && plan.staged_loads == 16)
           launch_rows(
               space, StagedRowsFunctor<ExecSpace, XView, YView, Op, 16>{x, y, op, 0, rows}, rows, true, plan,
               [&](int team) { return scratch_bytes(staged_scratch(team, cols)); }, label);

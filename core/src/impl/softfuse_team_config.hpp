@@ -126,10 +126,11 @@ constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
 constexpr int kGpuStreamThreads = 1024;
 // rows of at most this many elements are staged (GPUs): a team's rows move through team scratch as one range
 constexpr std::int64_t kStagedMaxCols = 64;
-// staged rows of at most this many elements keep 8 loads in flight per thread, longer ones 16 (H200: 2097152 x 64 84 %
-// of copy with 16 against 75 % with 8, 4194304 x 32 77 % against 80 %; H100, 4194304 x 32: 92 % with 8 against 79 % with
-// 4). Longer rows' team scratch bounds their teams per multiprocessor before 16 loads' registers do (an inference).
-constexpr std::int64_t kStagedFewLoadsCols = 32;
+// staged rows of at most this many elements keep 8 loads in flight per thread, longer ones 16 (H200, alternating
+// rounds: 64 columns 83.5 % of copy with 16 against 74 % with 8, 48 columns 68 % against 78.5 %, 32 columns 77 %
+// against 80 %; H100, 32 columns: 92 % with 8 against 79 % with 4). 16 loads take 96 registers against 64: 5 teams
+// of 128 per multiprocessor, where the team scratch of rows of 64 already allows only 6 (an inference).
+constexpr std::int64_t kStagedFewLoadsCols = 48;
 
 /// A staged row's place in team scratch: an odd number of elements, so the rows that the threads of a warp
 /// read lie in different banks.
@@ -166,6 +167,7 @@ struct RowPlan {
   std::int64_t group_rows   = 0;       // split: rows per group; host packed: rows a thread takes at a time
   bool stream               = false;   // host packed: y written with streaming stores
   bool staged               = false;   // packed (GPUs): rows staged in team scratch by flat loads and stores
+  int staged_loads          = 8;       // staged: loads in flight per thread (8 or 16)
 };
 
 /// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
@@ -248,10 +250,11 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       int team = kGpuPackedThreads;
       while (team > 32 && scratch_bytes(staged_scratch(team, cols)) > scratch_max) team /= 2;
       if (scratch_bytes(staged_scratch(team, cols)) <= scratch_max) {
-        plan.regime    = RowRegime::packed;
-        plan.staged    = true;
-        plan.cached    = true;
-        plan.team_size = team;
+        plan.regime       = RowRegime::packed;
+        plan.staged       = true;
+        plan.staged_loads = cols > kStagedFewLoadsCols ? 16 : 8;
+        plan.cached       = true;
+        plan.team_size    = team;
         return plan;
       }
     }
