@@ -50,15 +50,15 @@ TEST_F(TestCategory, softmax_regime_boundaries_specialized_double) {
   run_regime_boundaries<double>(softfuse::Implementation::specialized);
 }
 
-// Short rows over several teams of the packed regime (GPUs: staged through team scratch with 8 or, past 48 columns, 16
-// loads in flight per thread, each team's rows one run of memory in LayoutRight, strided in LayoutLeft and
+// Short rows over several teams of the packed regime (GPUs: staged through team scratch with 8 or, rows of 64 columns,
+// 16 loads in flight per thread, each team's rows one run of memory in LayoutRight, strided in LayoutLeft and
 // LayoutStride; team sizes that are and are not multiples of the row; a last team of fewer rows), against the double
 // reference.
 TEST_F(TestCategory, softmax_short_rows_over_teams_portable) {
   const auto portable = softfuse::Implementation::portable;
   std::uint64_t seed  = 3000;
   for (std::size_t rows : {129, 1000, 4097})
-    for (std::size_t cols : {1, 3, 31, 32, 33, 48, 49, 64}) {
+    for (std::size_t cols : {1, 3, 31, 32, 33, 63, 64}) {
       const auto values = random_values<float>(rows * cols, -20.0, 20.0, seed++);
       run_case<float, Kokkos::LayoutRight>(rows, cols, values, false, portable);
       run_case<float, Kokkos::LayoutRight>(rows, cols, values, true, portable);

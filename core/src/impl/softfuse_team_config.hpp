@@ -126,11 +126,10 @@ constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
 constexpr int kGpuStreamThreads = 1024;
 // rows of at most this many elements are staged (GPUs): a team's rows move through team scratch as one range
 constexpr std::int64_t kStagedMaxCols = 64;
-// staged rows of at most this many elements keep 8 loads in flight per thread, longer ones 16 (H200, alternating
-// rounds: 64 columns 83.5 % of copy with 16 against 74 % with 8, 48 columns 68 % against 78.5 %, 32 columns 77 %
-// against 80 %; H100, 32 columns: 92 % with 8 against 79 % with 4). 16 loads take 96 registers against 64: 5 teams
-// of 128 per multiprocessor, where the team scratch of rows of 64 already allows only 6 (an inference).
-constexpr std::int64_t kStagedFewLoadsCols = 48;
+// staged rows of this many elements take 16 loads in flight per thread, all others 8 (H200, plans of 128 rows per team:
+// 64 columns 83-84 % of copy with 16 against 74 % with 8; 56, 48 and 40 columns 59, 68 and 53 % against 75, 78 and
+// 74 %; 32 columns 77 % against 80 %. H100, 32 columns: 92 % with 8 against 79 % with 4)
+constexpr std::int64_t kStagedWideLoadsCols = 64;
 
 /// A staged row's place in team scratch: an odd number of elements, so the rows that the threads of a warp
 /// read lie in different banks.
@@ -252,7 +251,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       if (scratch_bytes(staged_scratch(team, cols)) <= scratch_max) {
         plan.regime       = RowRegime::packed;
         plan.staged       = true;
-        plan.staged_loads = cols > kStagedFewLoadsCols ? 16 : 8;
+        plan.staged_loads = cols == kStagedWideLoadsCols ? 16 : 8;
         plan.cached       = true;
         plan.team_size    = team;
         return plan;
