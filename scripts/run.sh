@@ -13,10 +13,6 @@ build=${SOFTFUSE_BUILD_DIR:-$root/build/$backend}
 jobs=${SOFTFUSE_JOBS:-$(nproc)}
 
 deps=$(bash "$root/scripts/bootstrap.sh" --backend "$backend" ${SOFTFUSE_ARCH:+--arch "$SOFTFUSE_ARCH"} | tail -n1)
-# Kokkos' nvcc_wrapper runs the nvcc on PATH
-if [ "$backend" = cuda ] && ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH="/usr/local/cuda/bin:$PATH"
-fi
 cmake -S "$root" -B "$build" -C "$deps" -DCMAKE_BUILD_TYPE=Release -DSOFTFUSE_ENABLE_TESTS=OFF >&2
 cmake --build "$build" -j "$jobs" --target softfuse_cli >&2
 export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}

@@ -5,9 +5,10 @@
 #   bash scripts/test.sh [ctest arguments…]
 #
 # SOFTFUSE_BUILD_DIR overrides the build folder (default build/openmp). Where nvcc exists the
-# hand-tuned CUDA kernels are compiled too, and then everything again on Kokkos' CUDA backend (build/cuda-compile,
-# or SOFTFUSE_CUDA_BUILD_DIR; SOFTFUSE_ARCH=HOPPER90|AMPERE80), so that the code only GPUs instantiate compiles:
-# nothing of it runs, there is no GPU here (scripts/gpu_run.sh). SOFTFUSE_CUDA_BUILD=OFF skips that build.
+# hand-tuned CUDA kernels are compiled too, and then the CUDA backend's tests, benchmarks and programs on Kokkos' CUDA
+# backend (build/cuda-compile, or SOFTFUSE_CUDA_BUILD_DIR; SOFTFUSE_ARCH=HOPPER90|AMPERE80), so that the code only
+# GPUs instantiate compiles: nothing of it runs, there is no GPU here (scripts/gpu_run.sh). SOFTFUSE_CUDA_BUILD=OFF
+# skips that build.
 # Open MPI (Debian's libopenmpi-dev and openmpi-bin) is installed when missing, and the softfuse::distributed
 # tests run under mpirun on 1 to 4 ranks; where NCCL's header and library exist (the CUDA toolkit ships them)
 # its code paths are compiled too.
@@ -40,11 +41,13 @@ ctest --test-dir "$build" --output-on-failure "$@"
 if [ $cuda_kernels = ON ] && [ "${SOFTFUSE_CUDA_BUILD:-ON}" != OFF ]; then
   cuda_deps=$(bash "$root/scripts/bootstrap.sh" --backend cuda ${SOFTFUSE_ARCH:+--arch "$SOFTFUSE_ARCH"} | tail -n1)
   cuda_build=${SOFTFUSE_CUDA_BUILD_DIR:-$root/build/cuda-compile}
-  # Kokkos' nvcc_wrapper runs the nvcc on PATH
-  command -v nvcc >/dev/null 2>&1 || export PATH="/usr/local/cuda/bin:$PATH"
   cmake -S "$root" -B "$cuda_build" -C "$cuda_deps" -DCMAKE_BUILD_TYPE=Release -DSOFTFUSE_ENABLE_MPI=ON \
     -DSOFTFUSE_ENABLE_NCCL=$nccl
-  cmake --build "$cuda_build" -j "$jobs"
+  # what the CUDA backend adds: the host backends' tests and cuda_specialized/ were compiled above
+  targets="softfuse_unit_cuda softfuse_distributed_cuda softfuse_bench_softmax softfuse_bench_portable_plans"
+  targets+=" softfuse_bench_linear softfuse_cli softfuse_team_softmax_example"
+  [ $nccl = OFF ] || targets+=" softfuse_distributed_cuda_nccl"
+  cmake --build "$cuda_build" -j "$jobs" --target $targets
   echo "test.sh: the CUDA build compiles (its tests need a GPU: scripts/gpu_run.sh)"
 fi
 
