@@ -111,12 +111,15 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
     }
   const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
   // chunked teams are kGpuRowThreads (the kernel's launch bounds); beside the regime's chunks (at most
-  // kGpuChunkBytes held), chunks held in all of team scratch (one team per multiprocessor) for rows that span
-  // every multiprocessor, whose chunks the regime's would hold less than half of
+  // kGpuChunkBytes held), chunks of half that (four teams of 64 registers per multiprocessor where scratch holds
+  // them), and chunks held in all of team scratch (one team per multiprocessor) for rows that span every
+  // multiprocessor, whose chunks the regime's would hold less than half of
   const std::int64_t held     = chunk_held_elements(scratch_max, sizeof(float), scratch_bytes);
   const std::int64_t held_all = scratch_elements(scratch_max, sizeof(float), kGpuRowThreads, scratch_bytes);
+  const std::int64_t held_half =
+      scratch_elements(std::min(scratch_max, kGpuChunkBytes / 2), sizeof(float), kGpuRowThreads, scratch_bytes);
   if (cols >= 2048)
-    for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held, held_all})
+    for (std::int64_t h : {std::int64_t(2048), std::int64_t(4096), held_half, held, held_all})
       if (h <= held || cols >= max_chunks * 2 * held)
         plans.push_back(
             plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, h, concurrency / kGpuRowThreads, max_chunks));
