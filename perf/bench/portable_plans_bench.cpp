@@ -34,11 +34,12 @@ std::size_t scratch_bytes(std::int64_t n) { return softfuse::Impl::row_cache_t<S
 std::string describe(const RowPlan& p) {
   const char* regimes[] = {"packed", "team", "chunked", "split"};
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
+  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
                 p.stream ? " stream" : "", p.staged ? (p.staged_loads == 16 ? " staged16" : " staged") : "",
-                static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
-                static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
+                p.staged && !p.staged_runs ? " scalar" : "", static_cast<long long>(p.chunk),
+                static_cast<long long>(p.chunks), static_cast<long long>(p.cached_chunk),
+                static_cast<long long>(p.group_rows));
   return buf;
 }
 
@@ -81,15 +82,17 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
   }
   if (cols <= 256)
     for (int threads : {64, 128, 256})
-      for (int loads : {8, 16}) {
-        RowPlan p;
-        p.regime       = RowRegime::packed;
-        p.staged       = true;
-        p.staged_loads = loads;
-        p.cached       = true;
-        p.team_size    = threads;
-        if (scratch_bytes(staged_scratch(threads, cols)) <= scratch_max) plans.push_back(p);
-      }
+      for (int loads : {8, 16})
+        for (bool runs : {true, false}) {
+          RowPlan p;
+          p.regime       = RowRegime::packed;
+          p.staged       = true;
+          p.staged_loads = loads;
+          p.staged_runs  = runs;
+          p.cached       = true;
+          p.team_size    = threads;
+          if (scratch_bytes(staged_scratch(threads, cols)) <= scratch_max) plans.push_back(p);
+        }
   if (cols <= 4096)
     for (int lanes = 1; lanes <= 32; lanes *= 2)
       for (int threads : {64, 128, 256})

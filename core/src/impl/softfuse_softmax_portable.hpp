@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "softfuse_host_row_pass.hpp"
 #include "softfuse_row_chunks.hpp"
 #include "softfuse_row_pass.hpp"
 #include "softfuse_row_split.hpp"
+#include "softfuse_row_vectors.hpp"
 #include "softfuse_team_config.hpp"
 
 namespace softfuse {
@@ -54,35 +56,39 @@ struct PackedRowsFunctor {
 
 /// Staged (packed, GPUs): team thread r of team t owns row first_row + t * team_size + r. The team moves its
 /// rows between memory and team scratch as one range of (row, column) in row-major order, consecutive threads
-/// on consecutive elements (coalesced where rows are contiguous), U per thread at a time; each thread computes
-/// its row's statistics in scratch (rows at an odd stride: a warp's threads read different banks) and leaves
-/// there its row's factor, by which the move back to memory scales each element (held_row_write's product,
-/// without a pass of its own). Every thread runs the statistics, over an empty row past the last one, so no
-/// thread leaves a vector reduction. U: loads in flight per thread (staged_loads).
-template <class ExecSpace, class XView, class YView, class Op, int U>
+/// on consecutive runs of W elements (coalesced where rows are contiguous), U elements per thread at a time; each
+/// thread computes its row's statistics in scratch (rows at an odd stride: a warp's threads read different banks)
+/// and leaves there its row's factor, by which the move back to memory scales each element (held_row_write's
+/// product, without a pass of its own). Every thread runs the statistics, over an empty row past the last one, so
+/// no thread leaves a vector reduction. U: elements in flight per thread (staged_loads). Runs: where both Views'
+/// rows are contiguous, aligned and of whole runs, memory is accessed in runs of kRowVectorBytes (staged_runs).
+template <class ExecSpace, class XView, class YView, class Op, int U, bool Runs>
 struct StagedRowsFunctor {
   using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using T                = typename YView::non_const_value_type;
   static constexpr int B = row_block_size<ExecSpace, true>();
+  static constexpr int V = kRowVectorBytes / static_cast<int>(sizeof(T));  // elements of a run
 
   XView x;
   YView y;
   Op op;
   std::int64_t first_row, rows;
 
-  /// store(k, r, j, load(k, r, j)) for the first n elements k of the team's rows of `cols` in row-major order, r
-  /// and j the row and column of k. Whole: the team size is a multiple of cols, so each thread keeps its column.
-  template <bool Whole, class Load, class Store>
+  /// store(k, r, j, load(k, r, j)) for the first n elements k of the team's rows of `cols` in row-major order, W
+  /// at a time (n and cols multiples of W), r and j the row and column of k. Whole: W times the team size is a
+  /// multiple of cols, so each thread keeps its column.
+  template <int W, bool Whole, class Load, class Store>
   KOKKOS_INLINE_FUNCTION static void move(const member_type& team, const int n, const int cols, const Load& load,
                                           const Store& store) {
-    const int threads = team.team_size(), step_rows = threads / cols, step_cols = threads - step_rows * cols;
-    int r = team.team_rank() / cols, j = team.team_rank() - r * cols;
-    for (int k0 = team.team_rank(); k0 < n; k0 += U * threads) {
-      int rr[U], jj[U];
-      T v[U];
-      for (int u = 0; u < U; ++u) {
-        rr[u] = r;
-        jj[u] = j;
+    constexpr int A = U / W;  // accesses in flight per thread
+    const int span = W * team.team_size(), step_rows = span / cols, step_cols = span - step_rows * cols;
+    int r = W * team.team_rank() / cols, j = W * team.team_rank() - r * cols;
+    for (int k0 = W * team.team_rank(); k0 < n; k0 += A * span) {
+      int rr[A], jj[A];
+      RowVector<T, W> v[A];
+      for (int a = 0; a < A; ++a) {
+        rr[a] = r;
+        jj[a] = j;
         r += step_rows;
         if (!Whole) {
           j += step_cols;
@@ -92,24 +98,24 @@ struct StagedRowsFunctor {
           }
         }
       }
-      if (k0 + (U - 1) * threads < n) {  // no element of this step past the team's rows: no guards
-        for (int u = 0; u < U; ++u) v[u] = load(k0 + u * threads, rr[u], jj[u]);
-        for (int u = 0; u < U; ++u) store(k0 + u * threads, rr[u], jj[u], v[u]);
+      if (k0 + (A - 1) * span < n) {  // no element of this step past the team's rows: no guards
+        for (int a = 0; a < A; ++a) v[a] = load(k0 + a * span, rr[a], jj[a]);
+        for (int a = 0; a < A; ++a) store(k0 + a * span, rr[a], jj[a], v[a]);
       } else {
-        for (int u = 0; u < U; ++u)
-          if (k0 + u * threads < n) v[u] = load(k0 + u * threads, rr[u], jj[u]);
-        for (int u = 0; u < U; ++u)
-          if (k0 + u * threads < n) store(k0 + u * threads, rr[u], jj[u], v[u]);
+        for (int a = 0; a < A; ++a)
+          if (k0 + a * span < n) v[a] = load(k0 + a * span, rr[a], jj[a]);
+        for (int a = 0; a < A; ++a)
+          if (k0 + a * span < n) store(k0 + a * span, rr[a], jj[a], v[a]);
       }
     }
   }
-  template <class Load, class Store>
+  template <int W, class Load, class Store>
   KOKKOS_INLINE_FUNCTION static void move(const member_type& team, const int n, const int cols, const Load& load,
                                           const Store& store) {
-    if (team.team_size() % cols == 0)
-      move<true>(team, n, cols, load, store);
+    if (W * team.team_size() % cols == 0)
+      move<W, true>(team, n, cols, load, store);
     else
-      move<false>(team, n, cols, load, store);
+      move<W, false>(team, n, cols, load, store);
   }
 
   /// Rows of `cols` consecutive elements (LayoutRight and its like): the team's range is one run in memory.
@@ -118,39 +124,76 @@ struct StagedRowsFunctor {
     return v.stride(1) == 1 && static_cast<std::int64_t>(v.stride(0)) == cols;
   }
 
+  /// Whether x and y can be moved in runs of V: contiguous rows of a whole number of runs, aligned, one type.
+  static bool takes_runs(const XView& x, const YView& y) {
+    const std::int64_t cols = y.extent(1);
+    return std::is_same<typename XView::non_const_value_type, T>::value && V > 1 && U % V == 0 && cols % V == 0 &&
+           contiguous_rows(x, cols) && contiguous_rows(y, cols) && starts_row_vector(x.data()) &&
+           starts_row_vector(y.data());
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const std::int64_t cols = y.extent(1), stride = staged_stride(cols);
     const std::int64_t base = first_row + std::int64_t(team.league_rank()) * team.team_size();
     const int count         = static_cast<int>(rows - base < team.team_size() ? rows - base : team.team_size());
     const int n = count * static_cast<int>(cols), c = static_cast<int>(cols);
     const row_cache_t<ExecSpace, T> s(team.team_scratch(0), staged_scratch(team.team_size(), cols));
-    const auto at     = [&](const int r, const int j) { return r * stride + j; };
-    const auto to_row = [&](const int, const int r, const int j, const T v) { s(at(r, j)) = v; };
-    if (contiguous_rows(x, cols)) {
+    const auto at        = [&](const int r, const int j) { return r * stride + j; };
+    T* const factors     = &s(team.team_size() * stride);  // one per row, after the rows
+    const auto load_rows = [&](auto w) {
+      constexpr int W   = decltype(w)::value;
+      const auto to_row = [&](const int, const int r, const int j, const RowVector<T, W>& v) {
+        for (int i = 0; i < W; ++i) s(at(r, j + i)) = v.v[i];
+      };
       const auto* const run = x.data() + base * cols;
-      move(
-          team, n, c, [&](const int k, const int, const int) { return static_cast<T>(run[k]); }, to_row);
-    } else {
-      move(
-          team, n, c, [&](const int, const int r, const int j) { return static_cast<T>(x(base + r, j)); }, to_row);
-    }
+      if constexpr (W > 1) {
+        move<W>(
+            team, n, c,
+            [&](const int k, const int, const int) { return *reinterpret_cast<const RowVector<T, W>*>(run + k); },
+            to_row);
+      } else if (contiguous_rows(x, cols)) {
+        move<W>(
+            team, n, c, [&](const int k, const int, const int) { return RowVector<T, 1>{{static_cast<T>(run[k])}}; },
+            to_row);
+      } else {
+        move<W>(
+            team, n, c,
+            [&](const int, const int r, const int j) { return RowVector<T, 1>{{static_cast<T>(x(base + r, j))}}; },
+            to_row);
+      }
+    };
+    const auto store_rows = [&](auto w) {
+      constexpr int W     = decltype(w)::value;
+      const auto from_row = [&](const int, const int r, const int j) {
+        RowVector<T, W> v;
+        const T f = factors[r];
+        for (int i = 0; i < W; ++i) v.v[i] = s(at(r, j + i)) * f;
+        return v;
+      };
+      auto* const run = y.data() + base * cols;
+      if constexpr (W > 1) {
+        move<W>(team, n, c, from_row, [&](const int k, const int, const int, const RowVector<T, W>& v) {
+          *reinterpret_cast<RowVector<T, W>*>(run + k) = v;
+        });
+      } else if (contiguous_rows(y, cols)) {
+        move<W>(team, n, c, from_row,
+                [&](const int k, const int, const int, const RowVector<T, 1>& v) { run[k] = v.v[0]; });
+      } else {
+        move<W>(team, n, c, from_row,
+                [&](const int, const int r, const int j, const RowVector<T, 1>& v) { y(base + r, j) = v.v[0]; });
+      }
+    };
+    load_rows(std::integral_constant < int, Runs ? V : 1 > ());
     team.team_barrier();
     const int me            = team.team_rank();
     const std::int64_t len  = me < count ? cols : 0;
     const auto row          = Kokkos::subview(s, Kokkos::make_pair(at(me, 0), at(me, 0) + len));
-    T* const factors        = &s(team.team_size() * stride);  // one per row, after the rows
     T shift                 = 0;
     const RowStats<T> stats = held_row_stats<T, B, false>(VectorWorkers<member_type>{team, 1}, row, row, op, shift);
     Kokkos::single(Kokkos::PerThread(team),
                    [&]() { factors[me] = held_row_factor(shift, stats.max, stats.inverse_sum()); });
     team.team_barrier();
-    const auto from_row = [&](const int, const int r, const int j) { return s(at(r, j)) * factors[r]; };
-    if (contiguous_rows(y, cols)) {
-      auto* const run = y.data() + base * cols;
-      move(team, n, c, from_row, [&](const int k, const int, const int, const T v) { run[k] = v; });
-    } else {
-      move(team, n, c, from_row, [&](const int, const int r, const int j, const T v) { y(base + r, j) = v; });
-    }
+    store_rows(std::integral_constant < int, Runs ? V : 1 > ());
   }
 };
 
@@ -215,6 +258,22 @@ bool launch_team_rows_fixed(const ExecSpace& space, const XView& x, const YView&
   return true;
 }
 
+/// The staged rows with U elements in flight per thread, in runs where the plan and the Views allow them.
+template <int U, class ExecSpace, class XView, class YView, class Op>
+void launch_staged_rows(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
+                        const char* label) {
+  using T           = typename YView::non_const_value_type;
+  using scalar_type = StagedRowsFunctor<ExecSpace, XView, YView, Op, U, false>;
+  using runs_type   = StagedRowsFunctor<ExecSpace, XView, YView, Op, U, true>;
+  const auto cols   = y.extent(1);
+  const auto rows   = static_cast<std::int64_t>(y.extent(0));
+  const auto bytes  = [&](int team) { return row_cache_t<ExecSpace, T>::shmem_size(staged_scratch(team, cols)); };
+  if (plan.staged_runs && runs_type::takes_runs(x, y))
+    launch_rows(space, runs_type{x, y, op, 0, rows}, rows, true, plan, bytes, label);
+  else
+    launch_rows(space, scalar_type{x, y, op, 0, rows}, rows, true, plan, bytes, label);
+}
+
 /// Runs `plan` (from plan_rows, or another plan for the same shape: perf/bench/portable_plans_bench.cpp
 /// compares them): y(i, :) = softmax(op(j, x(i, j))) for every row.
 template <class ExecSpace, class XView, class YView, class Op>
@@ -232,13 +291,9 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
     switch (plan.regime) {
       case RowRegime::packed:
         if (plan.staged && plan.staged_loads == 16)
-          launch_rows(
-              space, StagedRowsFunctor<ExecSpace, XView, YView, Op, 16>{x, y, op, 0, rows}, rows, true, plan,
-              [&](int team) { return scratch_bytes(staged_scratch(team, cols)); }, label);
+          launch_staged_rows<16>(space, x, y, op, plan, label);
         else if (plan.staged)
-          launch_rows(
-              space, StagedRowsFunctor<ExecSpace, XView, YView, Op, 8>{x, y, op, 0, rows}, rows, true, plan,
-              [&](int team) { return scratch_bytes(staged_scratch(team, cols)); }, label);
+          launch_staged_rows<8>(space, x, y, op, plan, label);
         else if (plan.cached)
           launch_rows(space,
                       PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length}, rows,

@@ -166,7 +166,8 @@ struct RowPlan {
   std::int64_t group_rows   = 0;       // split: rows per group; host packed: rows a thread takes at a time
   bool stream               = false;   // host packed: y written with streaming stores
   bool staged               = false;   // packed (GPUs): rows staged in team scratch by flat loads and stores
-  int staged_loads          = 8;       // staged: loads in flight per thread (8 or 16)
+  int staged_loads          = 8;       // staged: elements in flight per thread (8 or 16)
+  bool staged_runs          = true;    // staged: memory accessed in runs of 16 bytes where the Views allow it
 };
 
 /// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
