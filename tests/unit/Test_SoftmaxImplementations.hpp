@@ -51,9 +51,9 @@ TEST_F(TestCategory, softmax_regime_boundaries_specialized_double) {
 }
 
 // Short rows over several teams of the packed regime (GPUs: staged through team scratch with 8 or, rows of 64 columns,
-// 16 loads in flight per thread, each team's rows one run of memory in LayoutRight, strided in LayoutLeft and
-// LayoutStride; team sizes that are and are not multiples of the row; a last team of fewer rows), against the double
-// reference.
+// 16 elements in flight per thread, each team's rows one run of memory in LayoutRight, in 16-byte accesses where the
+// rows are whole runs and aligned, not where they start 4 bytes past that, strided in LayoutLeft and LayoutStride; team
+// sizes that are and are not multiples of the row; a last team of fewer rows), against the double reference.
 TEST_F(TestCategory, softmax_short_rows_over_teams_portable) {
   const auto portable = softfuse::Implementation::portable;
   std::uint64_t seed  = 3000;
@@ -62,6 +62,7 @@ TEST_F(TestCategory, softmax_short_rows_over_teams_portable) {
       const auto values = random_values<float>(rows * cols, -20.0, 20.0, seed++);
       run_case<float, Kokkos::LayoutRight>(rows, cols, values, false, portable);
       run_case<float, Kokkos::LayoutRight>(rows, cols, values, true, portable);
+      run_case<float, Kokkos::LayoutRight>(rows, cols, values, false, portable, Strides{0, 0, 1});  // off 16 bytes
       run_case<float, Kokkos::LayoutLeft>(rows, cols, values, false, portable);
       run_case<float, Kokkos::LayoutStride>(rows, cols, values, true, portable, Strides{cols + 5, 1, 3});
       run_case<double, Kokkos::LayoutRight>(rows, cols, random_values<double>(rows * cols, -20.0, 20.0, seed++), false,

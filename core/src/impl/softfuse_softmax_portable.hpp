@@ -133,67 +133,49 @@ struct StagedRowsFunctor {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    constexpr int W         = Runs ? V : 1;
     const std::int64_t cols = y.extent(1), stride = staged_stride(cols);
     const std::int64_t base = first_row + std::int64_t(team.league_rank()) * team.team_size();
     const int count         = static_cast<int>(rows - base < team.team_size() ? rows - base : team.team_size());
     const int n = count * static_cast<int>(cols), c = static_cast<int>(cols);
     const row_cache_t<ExecSpace, T> s(team.team_scratch(0), staged_scratch(team.team_size(), cols));
-    const auto at        = [&](const int r, const int j) { return r * stride + j; };
-    T* const factors     = &s(team.team_size() * stride);  // one per row, after the rows
-    const auto load_rows = [&](auto w) {
-      constexpr int W   = decltype(w)::value;
-      const auto to_row = [&](const int, const int r, const int j, const RowVector<T, W>& v) {
-        for (int i = 0; i < W; ++i) s(at(r, j + i)) = v.v[i];
-      };
+    const auto at     = [&](const int r, const int j) { return r * stride + j; };
+    const auto to_row = [&](const int, const int r, const int j, const RowVector<T, W>& v) {
+      for (int i = 0; i < W; ++i) s(at(r, j + i)) = v.v[i];
+    };
+    if (Runs || contiguous_rows(x, cols)) {
       const auto* const run = x.data() + base * cols;
-      if constexpr (W > 1) {
-        move<W>(
-            team, n, c,
-            [&](const int k, const int, const int) { return *reinterpret_cast<const RowVector<T, W>*>(run + k); },
-            to_row);
-      } else if (contiguous_rows(x, cols)) {
-        move<W>(
-            team, n, c, [&](const int k, const int, const int) { return RowVector<T, 1>{{static_cast<T>(run[k])}}; },
-            to_row);
-      } else {
-        move<W>(
-            team, n, c,
-            [&](const int, const int r, const int j) { return RowVector<T, 1>{{static_cast<T>(x(base + r, j))}}; },
-            to_row);
-      }
-    };
-    const auto store_rows = [&](auto w) {
-      constexpr int W     = decltype(w)::value;
-      const auto from_row = [&](const int, const int r, const int j) {
-        RowVector<T, W> v;
-        const T f = factors[r];
-        for (int i = 0; i < W; ++i) v.v[i] = s(at(r, j + i)) * f;
-        return v;
-      };
-      auto* const run = y.data() + base * cols;
-      if constexpr (W > 1) {
-        move<W>(team, n, c, from_row, [&](const int k, const int, const int, const RowVector<T, W>& v) {
-          *reinterpret_cast<RowVector<T, W>*>(run + k) = v;
-        });
-      } else if (contiguous_rows(y, cols)) {
-        move<W>(team, n, c, from_row,
-                [&](const int k, const int, const int, const RowVector<T, 1>& v) { run[k] = v.v[0]; });
-      } else {
-        move<W>(team, n, c, from_row,
-                [&](const int, const int r, const int j, const RowVector<T, 1>& v) { y(base + r, j) = v.v[0]; });
-      }
-    };
-    load_rows(std::integral_constant < int, Runs ? V : 1 > ());
+      move<W>(
+          team, n, c, [&](const int k, const int, const int) { return load_run<W, T>(run + k); }, to_row);
+    } else {
+      move<W>(
+          team, n, c,
+          [&](const int, const int r, const int j) { return RowVector<T, W>{{static_cast<T>(x(base + r, j))}}; },
+          to_row);
+    }
     team.team_barrier();
     const int me            = team.team_rank();
     const std::int64_t len  = me < count ? cols : 0;
     const auto row          = Kokkos::subview(s, Kokkos::make_pair(at(me, 0), at(me, 0) + len));
+    T* const factors        = &s(team.team_size() * stride);  // one per row, after the rows
     T shift                 = 0;
     const RowStats<T> stats = held_row_stats<T, B, false>(VectorWorkers<member_type>{team, 1}, row, row, op, shift);
     Kokkos::single(Kokkos::PerThread(team),
                    [&]() { factors[me] = held_row_factor(shift, stats.max, stats.inverse_sum()); });
     team.team_barrier();
-    store_rows(std::integral_constant < int, Runs ? V : 1 > ());
+    const auto from_row = [&](const int, const int r, const int j) {
+      RowVector<T, W> v;
+      for (int i = 0; i < W; ++i) v.v[i] = s(at(r, j + i)) * factors[r];
+      return v;
+    };
+    if (Runs || contiguous_rows(y, cols)) {
+      auto* const run = y.data() + base * cols;
+      move<W>(team, n, c, from_row,
+              [&](const int k, const int, const int, const RowVector<T, W>& v) { store_run<W>(run + k, v); });
+    } else {
+      move<W>(team, n, c, from_row,
+              [&](const int, const int r, const int j, const RowVector<T, W>& v) { y(base + r, j) = v.v[0]; });
+    }
   }
 };
 
