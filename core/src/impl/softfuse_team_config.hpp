@@ -28,6 +28,7 @@
 #include <type_traits>
 
 #include "softfuse_host_stream_store.hpp"
+#include "softfuse_row_vectors.hpp"
 
 namespace softfuse {
 namespace Impl {
@@ -126,9 +127,11 @@ constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
 constexpr int kGpuStreamThreads = 1024;
 // rows of at most this many elements are staged (GPUs): a team's rows move through team scratch as one range
 constexpr std::int64_t kStagedMaxCols = 64;
-// staged rows of this many elements take 16 loads in flight per thread, all others 8 (H200, plans of 128 rows per team:
-// 64 columns 83-84 % of copy with 16 against 74 % with 8; 56, 48 and 40 columns 59, 68 and 53 % against 75, 78 and
-// 74 %; 32 columns 77 % against 80 %. H100, 32 columns: 92 % with 8 against 79 % with 4)
+// staged rows of a whole number of runs of kRowVectorBytes (moved in runs where the Views allow) and rows of this
+// many elements take 16 elements in flight per thread, all others 8 (H200, plans of 128 rows per team, in runs:
+// 32 columns 92 % of copy with 16 against 85 % with 8, 64 columns 90 % against 76 %; element by element: 64 columns
+// 84 % against 74 %, 56, 48 and 40 columns 59, 68 and 53 % against 75, 78 and 74 %, 32 columns 77 % against 80 %.
+// H100, 32 columns element by element: 92 % with 8 against 79 % with 4)
 constexpr std::int64_t kStagedWideLoadsCols = 64;
 
 /// A staged row's place in team scratch: an odd number of elements, so the rows that the threads of a warp
@@ -252,7 +255,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       if (scratch_bytes(staged_scratch(team, cols)) <= scratch_max) {
         plan.regime       = RowRegime::packed;
         plan.staged       = true;
-        plan.staged_loads = cols == kStagedWideLoadsCols ? 16 : 8;
+        plan.staged_loads = cols == kStagedWideLoadsCols || static_cast<std::size_t>(cols) * elem_bytes % kRowVectorBytes == 0 ? 16 : 8;
         plan.cached       = true;
         plan.team_size    = team;
         return plan;
