@@ -33,13 +33,16 @@ std::size_t scratch_bytes(std::int64_t n) { return softfuse::Impl::row_cache_t<S
 
 std::string describe(const RowPlan& p) {
   const char* regimes[] = {"packed", "team", "chunked", "split"};
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
+  char staged[48]       = "";
+  if (p.staged && p.staged_runs)
+    std::snprintf(staged, sizeof staged, " staged runs=%d loads=%d", p.staged_run_loads, p.staged_loads);
+  else if (p.staged)
+    std::snprintf(staged, sizeof staged, " staged loads=%d", p.staged_loads);
+  char buf[192];
+  std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
-                p.stream ? " stream" : "", p.staged ? (p.staged_loads == 16 ? " staged16" : " staged") : "",
-                p.staged && !p.staged_runs ? " scalar" : "", static_cast<long long>(p.chunk),
-                static_cast<long long>(p.chunks), static_cast<long long>(p.cached_chunk),
-                static_cast<long long>(p.group_rows));
+                p.stream ? " stream" : "", staged, static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
+                static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
   return buf;
 }
 
@@ -85,12 +88,13 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       for (int loads : {8, 16})
         for (bool runs : {true, false}) {
           RowPlan p;
-          p.regime       = RowRegime::packed;
-          p.staged       = true;
-          p.staged_loads = loads;
-          p.staged_runs  = runs;
-          p.cached       = true;
-          p.team_size    = threads;
+          p.regime           = RowRegime::packed;
+          p.staged           = true;
+          p.staged_runs      = runs;
+          p.staged_run_loads = loads;
+          p.staged_loads     = loads;
+          p.cached           = true;
+          p.team_size        = threads;
           if (scratch_bytes(staged_scratch(threads, cols)) <= scratch_max) plans.push_back(p);
         }
   if (cols <= 4096)

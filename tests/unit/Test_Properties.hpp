@@ -431,8 +431,7 @@ void layer_case(Rng& g, std::string& what, Shape shape = {0, 0}) {
 // ---- the portable row kernel's regimes ----------------------------------------------------------------------
 
 /// The arguments n in [lo, hi] where key(n) differs from key(n - 1): bisection between powers of two (plans
-/// change monotonically along rows and along columns between their switch points; staged rows' loads in flight,
-/// which follow whether a row is a whole number of runs, show their first switch: 4 float or 2 double columns).
+/// change monotonically along rows and along columns between their switch points).
 template <class Key>
 std::vector<std::size_t> switch_points(std::size_t lo, std::size_t hi, const Key& key) {
   std::vector<std::size_t> points;

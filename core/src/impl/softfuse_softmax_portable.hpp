@@ -240,20 +240,32 @@ bool launch_team_rows_fixed(const ExecSpace& space, const XView& x, const YView&
   return true;
 }
 
-/// The staged rows with U elements in flight per thread, in runs where the plan and the Views allow them.
-template <int U, class ExecSpace, class XView, class YView, class Op>
+/// The staged rows with U elements in flight per thread, in runs or element by element; false (nothing launched)
+/// where the Views cannot be moved in runs.
+template <int U, bool Runs, class ExecSpace, class XView, class YView, class Op>
+bool launch_staged_rows(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
+                        const char* label) {
+  using T         = typename YView::non_const_value_type;
+  using functor_t = StagedRowsFunctor<ExecSpace, XView, YView, Op, U, Runs>;
+  if (Runs && !functor_t::takes_runs(x, y)) return false;
+  const auto cols  = y.extent(1);
+  const auto rows  = static_cast<std::int64_t>(y.extent(0));
+  const auto bytes = [&](int team) { return row_cache_t<ExecSpace, T>::shmem_size(staged_scratch(team, cols)); };
+  launch_rows(space, functor_t{x, y, op, 0, rows}, rows, true, plan, bytes, label);
+  return true;
+}
+
+/// The staged rows: in runs where the plan and the Views allow them, with the plan's elements in flight for each.
+template <class ExecSpace, class XView, class YView, class Op>
 void launch_staged_rows(const ExecSpace& space, const XView& x, const YView& y, const Op& op, const RowPlan& plan,
                         const char* label) {
-  using T           = typename YView::non_const_value_type;
-  using scalar_type = StagedRowsFunctor<ExecSpace, XView, YView, Op, U, false>;
-  using runs_type   = StagedRowsFunctor<ExecSpace, XView, YView, Op, U, true>;
-  const auto cols   = y.extent(1);
-  const auto rows   = static_cast<std::int64_t>(y.extent(0));
-  const auto bytes  = [&](int team) { return row_cache_t<ExecSpace, T>::shmem_size(staged_scratch(team, cols)); };
-  if (plan.staged_runs && runs_type::takes_runs(x, y))
-    launch_rows(space, runs_type{x, y, op, 0, rows}, rows, true, plan, bytes, label);
+  if (plan.staged_runs && (plan.staged_run_loads == 16 ? launch_staged_rows<16, true>(space, x, y, op, plan, label)
+                                                       : launch_staged_rows<8, true>(space, x, y, op, plan, label)))
+    return;
+  if (plan.staged_loads == 16)
+    launch_staged_rows<16, false>(space, x, y, op, plan, label);
   else
-    launch_rows(space, scalar_type{x, y, op, 0, rows}, rows, true, plan, bytes, label);
+    launch_staged_rows<8, false>(space, x, y, op, plan, label);
 }
 
 /// Runs `plan` (from plan_rows, or another plan for the same shape: perf/bench/portable_plans_bench.cpp
@@ -272,10 +284,8 @@ void run_row_plan(const ExecSpace& space, const XView& x, const YView& y, const 
     const auto packed_bytes  = [&](int team) { return plan.cached ? scratch_bytes(team * cols) : 0; };
     switch (plan.regime) {
       case RowRegime::packed:
-        if (plan.staged && plan.staged_loads == 16)
-          launch_staged_rows<16>(space, x, y, op, plan, label);
-        else if (plan.staged)
-          launch_staged_rows<8>(space, x, y, op, plan, label);
+        if (plan.staged)
+          launch_staged_rows(space, x, y, op, plan, label);
         else if (plan.cached)
           launch_rows(space,
                       PackedRowsFunctor<ExecSpace, XView, YView, Op, true>{x, y, op, 0, rows, plan.vector_length}, rows,

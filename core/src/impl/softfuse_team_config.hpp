@@ -28,7 +28,6 @@
 #include <type_traits>
 
 #include "softfuse_host_stream_store.hpp"
-#include "softfuse_row_vectors.hpp"
 
 namespace softfuse {
 namespace Impl {
@@ -127,11 +126,12 @@ constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
 constexpr int kGpuStreamThreads = 1024;
 // rows of at most this many elements are staged (GPUs): a team's rows move through team scratch as one range
 constexpr std::int64_t kStagedMaxCols = 64;
-// staged rows of a whole number of runs of kRowVectorBytes (moved in runs where the Views allow) and rows of this
-// many elements take 16 elements in flight per thread, all others 8 (H200, plans of 128 rows per team, in runs:
-// 32 columns 92 % of copy with 16 against 85 % with 8, 64 columns 90 % against 76 %; element by element: 64 columns
-// 84 % against 74 %, 56, 48 and 40 columns 59, 68 and 53 % against 75, 78 and 74 %, 32 columns 77 % against 80 %.
-// H100, 32 columns element by element: 92 % with 8 against 79 % with 4)
+// staged rows moved in runs of kRowVectorBytes take 16 elements in flight per thread (H200, plans of 128 rows per
+// team, against 8: 16, 32, 40, 48, 56 and 64 columns 82, 92, 88, 92, 90 and 90 % of copy against 72, 85, 84, 83, 78
+// and 76 %); moved element by element, rows of this many elements take 16, all others 8 (H200: 64 columns 84 %
+// against 74 %; 56, 48 and 40 columns 59, 68 and 53 % against 75, 78 and 74 %; 32 columns 77 % against 80 %. H100,
+// 32 columns: 92 % with 8 against 79 % with 4)
+constexpr int kStagedRunLoads               = 16;
 constexpr std::int64_t kStagedWideLoadsCols = 64;
 
 /// A staged row's place in team scratch: an odd number of elements, so the rows that the threads of a warp
@@ -160,17 +160,18 @@ using row_cache_t = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, K
 
 struct RowPlan {
   RowRegime regime   = RowRegime::packed;
-  int team_size      = 1;              // packed: rows per team; team, split: threads per team
-  int vector_length  = 1;              // packed: lanes per row
-  bool cached        = false;          // packed, team, chunked: rows (chunks) held in team scratch
-  std::int64_t chunk = 0, chunks = 1;  // chunked, split: elements per chunk, chunks per row;
-                                       // host packed: a thread's buffer (0: y itself)
-  std::int64_t cached_chunk = 0;       // chunked: elements of a chunk held in team scratch (its first ones)
-  std::int64_t group_rows   = 0;       // split: rows per group; host packed: rows a thread takes at a time
-  bool stream               = false;   // host packed: y written with streaming stores
-  bool staged               = false;   // packed (GPUs): rows staged in team scratch by flat loads and stores
-  int staged_loads          = 8;       // staged: elements in flight per thread (8 or 16)
-  bool staged_runs          = true;    // staged: memory accessed in runs of 16 bytes where the Views allow it
+  int team_size      = 1;                       // packed: rows per team; team, split: threads per team
+  int vector_length  = 1;                       // packed: lanes per row
+  bool cached        = false;                   // packed, team, chunked: rows (chunks) held in team scratch
+  std::int64_t chunk = 0, chunks = 1;           // chunked, split: elements per chunk, chunks per row;
+                                                // host packed: a thread's buffer (0: y itself)
+  std::int64_t cached_chunk = 0;                // chunked: elements of a chunk held in team scratch (its first ones)
+  std::int64_t group_rows   = 0;                // split: rows per group; host packed: rows a thread takes at a time
+  bool stream               = false;            // host packed: y written with streaming stores
+  bool staged               = false;            // packed (GPUs): rows staged in team scratch by flat loads and stores
+  bool staged_runs          = true;             // staged: memory accessed in runs of 16 bytes where the Views allow it
+  int staged_run_loads      = kStagedRunLoads;  // staged in runs: elements in flight per thread (8 or 16)
+  int staged_loads          = 8;                // staged element by element: elements in flight per thread (8 or 16)
 };
 
 /// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
@@ -255,7 +256,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       if (scratch_bytes(staged_scratch(team, cols)) <= scratch_max) {
         plan.regime       = RowRegime::packed;
         plan.staged       = true;
-        plan.staged_loads = cols == kStagedWideLoadsCols || static_cast<std::size_t>(cols) * elem_bytes % kRowVectorBytes == 0 ? 16 : 8;
+        plan.staged_loads = cols == kStagedWideLoadsCols ? 16 : 8;
         plan.cached       = true;
         plan.team_size    = team;
         return plan;
