@@ -50,10 +50,11 @@ TEST_F(TestCategory, softmax_regime_boundaries_specialized_double) {
   run_regime_boundaries<double>(softfuse::Implementation::specialized);
 }
 
-// Short rows over several teams of the packed regime (GPUs: staged through team scratch with 8 or, rows of 64 columns,
-// 16 elements in flight per thread, each team's rows one run of memory in LayoutRight, in 16-byte accesses where the
-// rows are whole runs and aligned, not where they start 4 bytes past that, strided in LayoutLeft and LayoutStride; team
-// sizes that are and are not multiples of the row; a last team of fewer rows), against the double reference.
+// Short rows over several teams of the packed regime (GPUs: staged through team scratch; each team's rows one run of
+// memory in LayoutRight, moved in 16-byte accesses, 16 elements in flight per thread, where the rows are whole runs
+// and aligned, element by element, 8 in flight or 16 for rows of 64 columns, where they start 4 bytes past that;
+// strided in LayoutLeft and LayoutStride; team sizes that are and are not multiples of the row; a last team of fewer
+// rows), against the double reference.
 TEST_F(TestCategory, softmax_short_rows_over_teams_portable) {
   const auto portable = softfuse::Implementation::portable;
   std::uint64_t seed  = 3000;

@@ -60,8 +60,9 @@ struct PackedRowsFunctor {
 /// thread computes its row's statistics in scratch (rows at an odd stride: a warp's threads read different banks)
 /// and leaves there its row's factor, by which the move back to memory scales each element (held_row_write's
 /// product, without a pass of its own). Every thread runs the statistics, over an empty row past the last one, so
-/// no thread leaves a vector reduction. U: elements in flight per thread (staged_loads). Runs: where both Views'
-/// rows are contiguous, aligned and of whole runs, memory is accessed in runs of kRowVectorBytes (staged_runs).
+/// no thread leaves a vector reduction. U: elements in flight per thread (staged_run_loads in runs, else
+/// staged_loads). Runs: where both Views' rows are contiguous, aligned and of whole runs, memory is accessed in runs
+/// of kRowVectorBytes (staged_runs).
 template <class ExecSpace, class XView, class YView, class Op, int U, bool Runs>
 struct StagedRowsFunctor {
   using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
