@@ -126,6 +126,9 @@ constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
 constexpr int kGpuStreamThreads = 1024;
 // rows of at most this many elements are staged (GPUs): a team's rows move through team scratch as one range
 constexpr std::int64_t kStagedMaxCols = 64;
+// rows of a staged team (H200 plan sweeps, in runs with 16 in flight: 64 rows 1-1.5 points of copy ahead of 128 on
+// rows of 16 to 64 columns, 84-94 %; experiment, to be timed against 128 alternately)
+constexpr int kStagedThreads = 64;
 // staged rows moved in runs of kRowVectorBytes take 16 elements in flight per thread (H200, plans of 128 rows per
 // team, against 8: 16, 32, 40, 48, 56 and 64 columns 82, 92, 88, 92, 90 and 90 % of copy against 72, 85, 84, 83, 78
 // and 76 %); moved element by element, rows of this many elements take 16, all others 8 (H200: 64 columns 84 %
@@ -248,10 +251,10 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     }
   } else {
     // Staged: short rows, one per team thread, moved through team scratch by the whole team (coalesced where
-    // rows are contiguous), kGpuPackedThreads rows per team or as many as scratch holds (H100: rows of 16, 32
+    // rows are contiguous), kStagedThreads rows per team or as many as scratch holds (H100: rows of 16, 32
     // and 64 at 61-67 % of copy against 38-40 % over vector lanes; teams of 64 or 128 ahead of 256).
     if (cache && cols <= kStagedMaxCols) {
-      int team = kGpuPackedThreads;
+      int team = kStagedThreads;
       while (team > 32 && scratch_bytes(staged_scratch(team, cols)) > scratch_max) team /= 2;
       if (scratch_bytes(staged_scratch(team, cols)) <= scratch_max) {
         plan.regime       = RowRegime::packed;
