@@ -126,8 +126,8 @@ constexpr std::int64_t kGpuThreadsPerMultiprocessor = 2048;
 constexpr int kGpuStreamThreads = 1024;
 // rows of at most this many elements are staged (GPUs): a team's rows move through team scratch as one range
 constexpr std::int64_t kStagedMaxCols = 64;
-// rows of a staged team (H200 plan sweeps, in runs with 16 in flight: 64 rows 1-1.5 points of copy ahead of 128 on
-// rows of 16 to 64 columns, 84-94 %; experiment, to be timed against 128 alternately)
+// rows of a staged team (H200, in runs with 16 in flight: 4194304 x 32 93.4 / 92.7 % of copy against 91.9 / 91.4 % with
+// 128, timed alternately; plan sweeps: 1-1.5 points ahead of 128 at 16 to 64 columns)
 constexpr int kStagedThreads = 64;
 // staged rows moved in runs of kRowVectorBytes take 16 elements in flight per thread (H200, plans of 128 rows per
 // team, against 8: 16, 32, 40, 48, 56 and 64 columns 82, 92, 88, 92, 90 and 90 % of copy against 72, 85, 84, 83, 78
