@@ -293,7 +293,8 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     }
     // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
     // scratch holds its first part and streams the rest twice. Chunks hold at most kGpuChunkBytes (H100, % of
-    // copy, chunks of 26368 / 13312 / 49152 floats: 4096 x 393216 68 / 67 / 62 %, 256 x 2M 63 / 57 / 53 %).
+    // copy, chunks of 26368 / 13312 / 49152 floats: 4096 x 393216 68 / 67 / 62 %, 256 x 2M 63 / 57 / 53 %; H200,
+    // chunks of 104 / 72 / 52 KiB on two / three / four teams per multiprocessor: 4096 x 393216 67 / 62 / 56 %).
     // Long rows, of whose chunks team scratch would hold less than half, are split in one group of all rows
     // (32 x 8M 58 % either way, one row of 33M columns 45 % split, 36-41 % chunked;
     // perf/bench/portable_plans_bench.cpp). Their chunks: kGpuLongSplitWaves times the teams that fill the device
