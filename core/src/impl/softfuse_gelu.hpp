@@ -4,7 +4,7 @@
 // GELU for the portable row pass of Linear -> GELU -> softmax, exact (z Phi(z) = z erfc(-z / sqrt 2) / 2) and
 // tanh-approximated (z (1 + tanh(sqrt(2 / pi) (z + 0.044715 z^3))) / 2).
 // On GPUs the vendor's erf and tanh. On host CPUs branch-free forms the compiler vectorizes (the scalar library
-// erf and tanh made the host row pass compute-bound; docs/portable_path.md):
+// erf and tanh made the host row pass compute-bound; docs/host_path.md):
 //  - exact, float: erfc(u) = exp(-u^2) t P(t), t = 1 / (1 + u / 2), u = |z| / sqrt 2, with P of degree 9 fitted
 //    (Chebyshev) to erfc(u) exp(u^2) / t on t in (0, 1] (fit error 9e-8); GELU is z erfc(u) / 2 for z < 0 and
 //    z (2 - erfc(u)) / 2 otherwise, so negative z keep their relative accuracy (1 + erf(z / sqrt 2) cancels).

@@ -238,7 +238,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     // One thread per row while there are rows for every thread: one parallel region, no barrier, blocks of
     // rows of kHostBlockBytes per thread at a time. Where x and y go beyond the last-level cache, a row that
     // fits its thread's buffer (a share of that cache) is written once with streaming stores; elsewhere y is
-    // the buffer (perf/bench/portable_plans_bench.cpp, docs/portable_path.md).
+    // the buffer (perf/bench/portable_plans_bench.cpp, docs/host_path.md).
     if (rows >= concurrency) {
       const std::size_t llc = host_last_level_cache_bytes(), row_bytes = static_cast<std::size_t>(cols) * elem_bytes;
       const std::size_t held = std::min<std::size_t>(std::max(kHostRowBufferBytes, llc / concurrency / 4),
