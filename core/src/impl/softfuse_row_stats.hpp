@@ -12,17 +12,15 @@
 #include "softfuse_row_exp.hpp"
 
 // Lets host compilers vectorize a loop 16 lanes wide (a full AVX-512 vector of float, where compilers would
-// otherwise take half of one), and a sum or a maximum by reordering it across those lanes (OpenMP's simd
+// otherwise take half of one), and a sum by reordering it across those lanes (OpenMP's simd
 // directive, without -ffast-math); nothing where OpenMP is off and in device code.
 #if defined(_OPENMP) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
 #define SOFTFUSE_IMPL_PRAGMA(text) _Pragma(#text)
 #define SOFTFUSE_IMPL_SIMD SOFTFUSE_IMPL_PRAGMA(omp simd simdlen(16))
 #define SOFTFUSE_IMPL_SIMD_SUM(var) SOFTFUSE_IMPL_PRAGMA(omp simd simdlen(16) reduction(+ : var))
-#define SOFTFUSE_IMPL_SIMD_MAX(var) SOFTFUSE_IMPL_PRAGMA(omp simd simdlen(16) reduction(max : var))
 #else
 #define SOFTFUSE_IMPL_SIMD
 #define SOFTFUSE_IMPL_SIMD_SUM(var)
-#define SOFTFUSE_IMPL_SIMD_MAX(var)
 #endif
 
 namespace softfuse {
