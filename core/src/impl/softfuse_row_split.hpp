@@ -35,14 +35,17 @@ struct SplitRowsBase {
   std::int64_t first_row, chunk;
   int chunks;
 
-  /// The chunk a team owns: its row, its first column and its extent.
+  /// The chunk a team owns: its row, its first column and its extent. Last first (GPUs' write pass): the teams take the
+  /// chunks in the reverse of the statistics pass's order, so those it read last, still in L2, go first. Host CPUs
+  /// keep the order: each thread then reads back the chunk it read, from its own core's cache.
   struct Chunk {
     std::int64_t row, unit, begin, end;
   };
-  KOKKOS_INLINE_FUNCTION Chunk chunk_of(const member_type& team) const {
-    const int r = team.league_rank() / chunks, c = team.league_rank() - r * chunks;
+  KOKKOS_INLINE_FUNCTION Chunk chunk_of(const member_type& team, const bool last_first = false) const {
+    const int unit = last_first ? team.league_size() - 1 - team.league_rank() : team.league_rank();
+    const int r = unit / chunks, c = unit - r * chunks;
     const std::int64_t begin = c * chunk, cols = y.extent(1);
-    return {first_row + r, team.league_rank(), begin, begin + chunk < cols ? begin + chunk : cols};
+    return {first_row + r, unit, begin, begin + chunk < cols ? begin + chunk : cols};
   }
 };
 
@@ -71,7 +74,7 @@ struct SplitWriteFunctor : SplitRowsBase<ExecSpace, XView, YView, Op> {
   using typename base::T;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const auto c                  = this->chunk_of(team);
+    const auto c                  = this->chunk_of(team, !is_host_space<ExecSpace>());
     const std::int64_t first_unit = c.unit - c.begin / this->chunk;
     // The row's partials joined by the whole team (a row may have thousands): every team of the row has the
     // same size and joins them in the same order, so all get the same bits.
