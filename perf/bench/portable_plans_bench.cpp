@@ -38,6 +38,7 @@ std::string describe(const RowPlan& p) {
     std::snprintf(staged, sizeof staged, " staged runs=%d loads=%d", p.staged_run_loads, p.staged_loads);
   else if (p.staged)
     std::snprintf(staged, sizeof staged, " staged loads=%d", p.staged_loads);
+  if (p.rolling > 0) std::snprintf(staged, sizeof staged, " rolling=%lld", static_cast<long long>(p.rolling));
   char buf[192];
   std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
@@ -115,6 +116,11 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       p.team_size = team;
       p.cached    = true;
       plans.push_back(p);
+      // rows of which team scratch holds one per multiprocessor: also on persistent (rolling) teams
+      if (team == kGpuHeldRowThreads && 2 * scratch_bytes(cols) > scratch_max) {
+        p.rolling = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
+        plans.push_back(p);
+      }
     }
   const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
   // chunked teams are kGpuRowThreads (the kernel's launch bounds); beside the regime's chunks (at most

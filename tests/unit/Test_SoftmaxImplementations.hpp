@@ -139,6 +139,50 @@ TEST_F(TestCategory, softmax_team_widths_portable) {
   for (int w : {128, 256, 512}) EXPECT_TRUE(widths.count(w)) << "no shape took teams of " << w;
 }
 
+// Rolling team rows (GPUs): rows of which team scratch holds one per multiprocessor, many more rows than
+// multiprocessors (not a multiple of them, so teams take different counts), each written by its persistent team while
+// the team loads its next row into the same scratch: random rows over every layout, in place and not; rows rising along
+// their length (held exponentials rescaled while the previous row is written out from the same entries), with -inf and
+// NaN; double rows; against the double reference.
+TEST_F(TestCategory, softmax_rolling_team_rows_portable) {
+  using namespace softfuse::Impl;
+  const TestExecSpace space;
+  const std::size_t scratch_max = Kokkos::TeamPolicy<TestExecSpace>(space, 1, 1).scratch_size_max(0);
+  if (is_host_space<TestExecSpace>() || scratch_max <= 120 * 1024)
+    GTEST_SKIP() << TestExecSpace::name() << " offers " << scratch_max << " bytes of team scratch";
+  const auto bytes = [](std::int64_t n) { return row_cache_t<TestExecSpace, float>::shmem_size(n); };
+  // rows enough for the team regime (twice the device's threads in teams of 256), not a multiple of the teams
+  const std::size_t rows = static_cast<std::size_t>(space.concurrency() / (2 * kGpuRowThreads) + 3);
+  const std::size_t cols = static_cast<std::size_t>(scratch_max / sizeof(float)) * 3 / 4;  // a row: 3/4 of scratch
+  const RowPlan plan     = plan_rows(space, rows, cols, sizeof(float), true, bytes);
+  ASSERT_EQ(int(plan.regime), int(RowRegime::team));
+  ASSERT_GT(plan.rolling, 0) << rows << "x" << cols;
+  const auto portable = softfuse::Implementation::portable;
+  std::uint64_t seed  = 5300;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const auto values = random_values<float>(rows * cols, -20.0, 20.0, seed++);
+  auto rising       = random_values<float>(rows * cols, -1.0, 1.0, seed++);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const double slope = i % 3 == 0 ? 0.1 : (i % 3 == 1 ? -0.1 : 1e-4);
+    for (std::size_t j = 0; j < cols; ++j) rising[i * cols + j] += static_cast<float>(slope * double(j));
+  }
+  rising[5 * cols + cols - 1] = -inf;
+  rising[8 * cols + cols / 2] = nan;
+  for (bool in_place : {false, true}) {
+    run_case<float, Kokkos::LayoutRight>(rows, cols, values, in_place, portable);
+    run_case<float, Kokkos::LayoutLeft>(rows, cols, values, in_place, portable);
+    run_case<float, Kokkos::LayoutStride>(rows, cols, values, in_place, portable);
+    run_case<float, Kokkos::LayoutRight>(rows, cols, rising, in_place, portable);
+  }
+  const std::size_t cols_double = cols / 2;
+  ASSERT_GT(plan_rows(space, rows, cols_double, sizeof(double), true,
+                      [](std::int64_t n) { return row_cache_t<TestExecSpace, double>::shmem_size(n); })
+                .rolling,
+            0);
+  run_case<double, Kokkos::LayoutRight>(
+      rows, cols_double, random_values<double>(rows * cols_double, -20.0, 20.0, seed++), false, portable);
+}
+
 // Rows whose maximum keeps rising along the row, far enough that every block a GPU worker takes lies more than
 // kHeldShiftSlack above the one before (a worker's held exponentials rescaled at each block), and rows rising
 // slowly (never rescaled, the worker's shift below its maximum), in every regime that holds rows: packed, team

@@ -252,17 +252,52 @@ KOKKOS_INLINE_FUNCTION void row_write(const Workers& workers, const XRow& x_row,
 /// x - max becomes (v - s) + (s - max): two roundings instead of one (docs/portable_path.md).
 constexpr int kHeldShiftSlack = 16;
 
+/// y_row(j) = e_j * factor over a worker's block of `len` elements at j0, j0 + dj, ..., e_j from `cache`: all loads
+/// before the first store where the block is full.
+template <class T, int B, class YRow, class Cache>
+KOKKOS_INLINE_FUNCTION void write_held_block(const YRow& y_row, const Cache& cache, const std::int64_t j0,
+                                             const std::int64_t dj, const int len, const T factor) {
+  if (len == B) {
+    T e[B];
+    for (int l = 0; l < B; ++l) e[l] = cache(j0 + l * dj);
+    for (int l = 0; l < B; ++l) y_row(j0 + l * dj) = e[l] * factor;
+  } else {
+    for (int l = 0; l < len; ++l) y_row(j0 + l * dj) = cache(j0 + l * dj) * factor;
+  }
+}
+
+/// What held_row_stats does with a block's cache entries before they take the row's exponentials: nothing, or
+/// (HeldRowFlush) write them out as the previous row held there, y_row = e * factor (rolling team rows).
+struct NoHeldFlush {
+  template <class T, int B, class Cache>
+  KOKKOS_INLINE_FUNCTION void write(const Cache&, const std::int64_t, const std::int64_t, const int) const {}
+};
+
+template <class YRow, class T>
+struct HeldRowFlush {
+  YRow y_row;
+  T factor;
+  template <class, int B, class Cache>
+  KOKKOS_INLINE_FUNCTION void write(const Cache& cache, const std::int64_t j0, const std::int64_t dj,
+                                    const int len) const {
+    write_held_block<T, B>(y_row, cache, j0, dj, len, factor);
+  }
+};
+
 /// The statistics of a held row, every worker getting the row's, and its own shift in `shift` (for held_row_write).
-/// Pipelined: a worker loads its next block before it computes the current one.
-template <class T, int B, bool Pipelined, class Workers, class XRow, class Cache, class Op>
+/// Pipelined: a worker loads its next block before it computes the current one. `flush`: what becomes of the
+/// cache entries of each block before the row's take their place (HeldRowFlush: the previous row of the same
+/// length, held by the same workers, written out).
+template <class T, int B, bool Pipelined, class Workers, class XRow, class Cache, class Op, class Flush = NoHeldFlush>
 KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
-                                                  const Op& op, T& shift) {
+                                                  const Op& op, T& shift, const Flush& flush = Flush()) {
   const std::int64_t n = x_row.extent(0);
   const RowBlocks<B, true, Workers::fixed_count> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
   T max = -Infinity<T>::value, s = -Infinity<T>::value;
   double sum           = 0;  // of the worker's e = exp(v - s)
   const auto add_block = [&](const std::int64_t lane, const std::int64_t j0, const int len, const T(&v)[B]) {
+    flush.template write<T, B>(cache, j0, dj, len);
     // fmax ignores NaN (it poisons the sum) in one instruction; the maxima start at -inf, never NaN
     T block_max[2] = {-Infinity<T>::value, -Infinity<T>::value};
     for (int l = 0; l < B; ++l) block_max[l & 1] = fmax(v[l], block_max[l & 1]);
@@ -316,16 +351,8 @@ KOKKOS_INLINE_FUNCTION void held_row_write(const Workers& workers, const YRow& y
   const std::int64_t dj = blocks.spacing();
   const T factor        = held_row_factor(shift, max, inv);
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
-    for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step()) {
-      const int len = blocks.length(j0);
-      if (len == B) {
-        T e[B];
-        for (int l = 0; l < B; ++l) e[l] = cache(j0 + l * dj);
-        for (int l = 0; l < B; ++l) y_row(j0 + l * dj) = e[l] * factor;
-      } else {
-        for (int l = 0; l < len; ++l) y_row(j0 + l * dj) = cache(j0 + l * dj) * factor;
-      }
-    }
+    for (std::int64_t j0 = blocks.begin(lane); j0 < n; j0 += blocks.step())
+      write_held_block<T, B>(y_row, cache, j0, dj, blocks.length(j0), factor);
   });
 }
 

@@ -10,7 +10,8 @@
 //    team scratch as one range and each thread computes its row there; host CPUs: rows for every thread, one
 //    thread per row, softfuse_host_row_pass.hpp);
 //  - team: one team per row, the row held in team scratch (GPUs: rows up to the team-scratch limit, read
-//    from memory once);
+//    from memory once; rows of which scratch holds one per multiprocessor on persistent teams, each writing a row
+//    while it loads its next);
 //  - chunked (GPUs): rows beyond team scratch, or too few rows to fill the device, cut into chunks of team
 //    scratch, one team per chunk, joined within one kernel (softfuse_row_chunks.hpp): read from memory once,
 //    for rows of at most one chunk per multiprocessor, mostly held in team scratch;
@@ -175,6 +176,8 @@ struct RowPlan {
   bool staged_runs          = true;             // staged: memory accessed in runs of 16 bytes where the Views allow it
   int staged_run_loads      = kStagedRunLoads;  // staged in runs: elements in flight per thread (8 or 16)
   int staged_loads          = 8;                // staged element by element: elements in flight per thread (8 or 16)
+  std::int64_t rolling      = 0;                // team (GPUs): this many persistent teams, each writing a row while it
+                                                // loads its next (0: a team per row)
 };
 
 /// Chunked: chunks of at most `held` elements (what team scratch holds; 0: nothing held) and at least one
@@ -289,6 +292,11 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       while (t < kGpuHeldRowThreads && rows * 2 * t <= concurrency && 2 * t * row_block_size<ExecSpace, true>() <= cols)
         t *= 2;
       plan.team_size = static_cast<int>(t);
+      // rows of which team scratch holds one per multiprocessor, more of them than multiprocessors: one persistent
+      // team per multiprocessor, writing each row while it loads its next
+      const std::int64_t multiprocessors = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
+      if (t == kGpuHeldRowThreads && 2 * scratch_bytes(cols) > scratch_max && rows > multiprocessors)
+        plan.rolling = multiprocessors;
       return plan;
     }
     // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
