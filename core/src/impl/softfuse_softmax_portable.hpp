@@ -182,7 +182,13 @@ struct StagedRowsFunctor {
 
 /// Team: one team per row (TeamSoftmax), the row held in team scratch. Lanes > 0: launched with teams of Lanes
 /// threads exactly (TeamWorkers' compile-time count).
-template <class ExecSpace, class XView, class YView, class Op, int Lanes = 0>
+/// Rolling (GPUs, Lanes > 0): rows of which team scratch holds one per multiprocessor, on persistent teams, team t
+/// taking rows first_row + t, + league size, ... Each row's statistics pass writes out the row before it from the
+/// same cache entries (HeldRowFlush: each worker its own entries, so no barrier), so that a multiprocessor's stores of
+/// one row are in flight with the loads of the next, where one team per row leaves the multiprocessor's memory
+/// traffic to its one team's phases. The statistics pass loads a block ahead (H200, 8192 x 32768: 78.4 / 78.4 % of
+/// copy against 77.2 / 77.9 % without, docs/portable_path.md).
+template <class ExecSpace, class XView, class YView, class Op, int Lanes = 0, bool Rolling = false>
 struct TeamRowFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using T           = typename YView::non_const_value_type;
@@ -193,42 +199,25 @@ struct TeamRowFunctor {
   std::int64_t first_row;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const std::int64_t i = first_row + team.league_rank();
-    row_softmax_pass<T, row_block_size<ExecSpace, true>(), row_blocks_interleaved<ExecSpace>()>(
-        TeamWorkers<member_type, Lanes>{team}, Kokkos::subview(x, i, Kokkos::ALL), Kokkos::subview(y, i, Kokkos::ALL),
-        row_cache_t<ExecSpace, T>(team.team_scratch(0), y.extent(1)), op);
-  }
-};
-
-/// Rolling team rows (GPUs): rows of which team scratch holds one per multiprocessor, on persistent teams of Lanes
-/// threads, team t taking rows t, t + league size, ... Each row's statistics pass writes out the row before it from
-/// the same cache entries (HeldRowFlush: each worker its own entries, so no barrier), so that a multiprocessor's
-/// stores of one row are in flight with the loads of the next, where one team per row leaves the multiprocessor's
-/// memory traffic to its one team's phases. The statistics pass loads a block ahead (H200, 8192 x 32768: 78.4 / 78.4 %
-/// of copy against 77.2 / 77.9 % without, docs/portable_path.md).
-template <class ExecSpace, class XView, class YView, class Op, int Lanes>
-struct RollingTeamRowsFunctor {
-  using member_type      = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using T                = typename YView::non_const_value_type;
-  static constexpr int B = row_block_size<ExecSpace, true>();
-
-  XView x;
-  YView y;
-  Op op;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const std::int64_t rows = y.extent(0), stride = team.league_size();
-    std::int64_t i = team.league_rank();
+    constexpr int B = row_block_size<ExecSpace, true>();
     const TeamWorkers<member_type, Lanes> workers{team};
     const row_cache_t<ExecSpace, T> cache(team.team_scratch(0), y.extent(1));
-    const auto y_row  = [&](const std::int64_t r) { return Kokkos::subview(y, r, Kokkos::ALL); };
-    T shift           = 0;
-    RowStats<T> stats = held_row_stats<T, B, true>(workers, Kokkos::subview(x, i, Kokkos::ALL), cache, op, shift);
-    for (; i + stride < rows; i += stride) {
-      const HeldRowFlush<decltype(y_row(i)), T> flush{y_row(i), held_row_factor(shift, stats.max, stats.inverse_sum())};
-      stats = held_row_stats<T, B, true>(workers, Kokkos::subview(x, i + stride, Kokkos::ALL), cache, op, shift, flush);
+    const auto x_row = [&](const std::int64_t r) { return Kokkos::subview(x, r, Kokkos::ALL); };
+    const auto y_row = [&](const std::int64_t r) { return Kokkos::subview(y, r, Kokkos::ALL); };
+    std::int64_t i   = first_row + team.league_rank();
+    if constexpr (Rolling) {
+      const std::int64_t rows = y.extent(0), stride = team.league_size();
+      T shift           = 0;
+      RowStats<T> stats = held_row_stats<T, B, true>(workers, x_row(i), cache, op, shift);
+      for (; i + stride < rows; i += stride) {
+        const HeldRowFlush<decltype(y_row(i)), T> flush{y_row(i),
+                                                        held_row_factor(shift, stats.max, stats.inverse_sum())};
+        stats = held_row_stats<T, B, true>(workers, x_row(i + stride), cache, op, shift, flush);
+      }
+      held_row_write<T, B>(workers, y_row(i), cache, shift, stats.max, stats.inverse_sum());
+    } else {
+      row_softmax_pass<T, B, row_blocks_interleaved<ExecSpace>()>(workers, x_row(i), y_row(i), cache, op);
     }
-    held_row_write<T, B>(workers, y_row(i), cache, shift, stats.max, stats.inverse_sum());
   }
 };
 
@@ -239,7 +228,7 @@ bool launch_rolling_team_rows(const ExecSpace& space, const XView& x, const YVie
                               const char* label) {
   using T           = typename YView::non_const_value_type;
   using policy_type = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<Lanes, 1>>;
-  const RollingTeamRowsFunctor<ExecSpace, XView, YView, Op, Lanes> functor{x, y, op};
+  const TeamRowFunctor<ExecSpace, XView, YView, Op, Lanes, true> functor{x, y, op, 0};
   const std::size_t bytes = row_cache_t<ExecSpace, T>::shmem_size(y.extent(1));
   policy_type probe(space, 1, 1);
   probe.set_scratch_size(0, Kokkos::PerTeam(bytes));
