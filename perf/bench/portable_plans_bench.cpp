@@ -33,16 +33,16 @@ std::size_t scratch_bytes(std::int64_t n) { return softfuse::Impl::row_cache_t<S
 
 std::string describe(const RowPlan& p) {
   const char* regimes[] = {"packed", "team", "chunked", "split"};
-  char staged[48]       = "";
+  char detail[48]       = "";
   if (p.staged && p.staged_runs)
-    std::snprintf(staged, sizeof staged, " staged runs=%d loads=%d", p.staged_run_loads, p.staged_loads);
+    std::snprintf(detail, sizeof detail, " staged runs=%d loads=%d", p.staged_run_loads, p.staged_loads);
   else if (p.staged)
-    std::snprintf(staged, sizeof staged, " staged loads=%d", p.staged_loads);
-  if (p.rolling > 0) std::snprintf(staged, sizeof staged, " rolling=%lld", static_cast<long long>(p.rolling));
+    std::snprintf(detail, sizeof detail, " staged loads=%d", p.staged_loads);
+  if (p.rolling > 0) std::snprintf(detail, sizeof detail, " rolling=%lld", static_cast<long long>(p.rolling));
   char buf[192];
   std::snprintf(buf, sizeof buf, "%s team=%d lanes=%d%s%s%s chunk=%lld chunks=%lld held=%lld group=%lld",
                 regimes[int(p.regime)], p.team_size, p.vector_length, p.cached ? " cached" : "",
-                p.stream ? " stream" : "", staged, static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
+                p.stream ? " stream" : "", detail, static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
                 static_cast<long long>(p.cached_chunk), static_cast<long long>(p.group_rows));
   return buf;
 }
@@ -118,11 +118,11 @@ std::vector<RowPlan> candidates(std::int64_t rows, std::int64_t cols) {
       plans.push_back(p);
       // rows of which team scratch holds one per multiprocessor: also on persistent (rolling) teams
       if (team == kGpuHeldRowThreads && 2 * scratch_bytes(cols) > scratch_max) {
-        p.rolling = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
+        p.rolling = gpu_multiprocessors(concurrency);
         plans.push_back(p);
       }
     }
-  const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
+  const std::int64_t max_chunks = gpu_multiprocessors(concurrency);
   // chunked teams are kGpuRowThreads (the kernel's launch bounds); beside the regime's chunks (at most
   // kGpuChunkBytes held), chunks of half that (four teams of 64 registers per multiprocessor where scratch holds
   // them), and chunks held in all of team scratch (one team per multiprocessor) for rows that span every

@@ -138,6 +138,12 @@ constexpr int kStagedThreads = 64;
 constexpr int kStagedRunLoads               = 16;
 constexpr std::int64_t kStagedWideLoadsCols = 64;
 
+/// The multiprocessors of a GPU by Kokkos' concurrency (multiprocessors x resident threads, at most
+/// kGpuThreadsPerMultiprocessor of them on NVIDIA and AMD GPUs).
+inline std::int64_t gpu_multiprocessors(const std::int64_t concurrency) {
+  return std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
+}
+
 /// A staged row's place in team scratch: an odd number of elements, so the rows that the threads of a warp
 /// read lie in different banks.
 KOKKOS_INLINE_FUNCTION constexpr std::int64_t staged_stride(const std::int64_t cols) { return cols | 1; }
@@ -294,9 +300,8 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
       plan.team_size = static_cast<int>(t);
       // rows of which team scratch holds one per multiprocessor, more of them than multiprocessors: one persistent
       // team per multiprocessor, writing each row while it loads its next
-      const std::int64_t multiprocessors = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
-      if (t == kGpuHeldRowThreads && 2 * scratch_bytes(cols) > scratch_max && rows > multiprocessors)
-        plan.rolling = multiprocessors;
+      if (t == kGpuHeldRowThreads && 2 * scratch_bytes(cols) > scratch_max && rows > gpu_multiprocessors(concurrency))
+        plan.rolling = gpu_multiprocessors(concurrency);
       return plan;
     }
     // Chunked where the chunks (at most one per multiprocessor per row) fill the device; a chunk beyond team
@@ -309,7 +314,7 @@ RowPlan plan_rows(const ExecSpace& space, std::int64_t rows, std::int64_t cols, 
     // where that leaves chunks of kGpuLongSplitChunk elements or more (chunks of 4096: 28 % on 1 x 33M), else
     // kGpuSplitWaves times. Other rows too few for their chunks to fill the device are split in groups.
     const std::int64_t held       = cache ? chunk_held_elements(scratch_max, elem_bytes, scratch_bytes) : 0;
-    const std::int64_t max_chunks = std::max<std::int64_t>(1, concurrency / kGpuThreadsPerMultiprocessor);
+    const std::int64_t max_chunks = gpu_multiprocessors(concurrency);
     const std::int64_t teams      = std::max<std::int64_t>(1, concurrency / kGpuRowThreads);
     const std::int64_t unit       = 2 * kGpuRowThreads * row_block_size<ExecSpace, true, true>();
     const RowPlan chunked         = plan_chunked(rows, cols, kGpuRowThreads, kGpuRowThreads, held, teams, max_chunks);
