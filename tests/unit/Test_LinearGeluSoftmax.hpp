@@ -63,6 +63,32 @@ TEST_F(TestCategory, linear_gelu_softmax_exact_differs_from_tanh) {
   EXPECT_GT(max_rel, 1e-4) << "exact and tanh GELU must differ beyond the float tolerance (~1e-5)";
 }
 
+// The portable row pass on rolling team rows (GPUs: rows of which team scratch holds one per multiprocessor, rows
+// enough for the team regime): the bias and GELU applied to each row as it loads, while the row before it is written
+// out from the same team scratch.
+TEST_F(TestCategory, linear_gelu_softmax_rolling_rows_portable) {
+  using namespace softfuse::Impl;
+  const TestExecSpace space;
+  const std::size_t scratch_max = Kokkos::TeamPolicy<TestExecSpace>(space, 1, 1).scratch_size_max(0);
+  if (is_host_space<TestExecSpace>() || scratch_max <= 120 * 1024)
+    GTEST_SKIP() << TestExecSpace::name() << " offers " << scratch_max << " bytes of team scratch";
+  const std::size_t batch = static_cast<std::size_t>(space.concurrency() / (2 * kGpuRowThreads) + 3);
+  const std::size_t out   = scratch_max / sizeof(float) * 3 / 4;
+  ASSERT_GT(plan_rows(space, batch, out, sizeof(float), true,
+                      [](std::int64_t n) { return row_cache_t<TestExecSpace, float>::shmem_size(n); })
+                .rolling,
+            0);
+  const Linear<float> lin(batch, 16, out, 6100, {-1, 1}, 4 / std::sqrt(17.0));
+  const auto x = device_matrix(lin.x, lin.batch, lin.in, "x");
+  const auto w = device_matrix(lin.w, lin.out, lin.in, "w");
+  const auto b = device_vector(lin.b, "b");
+  const Kokkos::View<float**, Kokkos::LayoutRight, memory_space> y("y", lin.batch, lin.out);
+  softfuse::linear_gelu_softmax(space, x, w, b, y, softfuse::Gelu::exact, softfuse::Implementation::portable);
+  std::vector<double> ref, tol;
+  gelu_reference(lin, true, ref, tol);
+  expect_close(host_values(y), ref, tol, lin.out, "portable rolling rows");
+}
+
 // Non-contiguous layouts go through Kokkos Kernels' own GEMM and strided rows.
 TEST_F(TestCategory, linear_gelu_softmax_layouts) {
   run_gelu<float, Kokkos::LayoutLeft>(Linear<float>(9, 33, 17, 3), softfuse::Gelu::exact, "float LayoutLeft 9x33x17");
