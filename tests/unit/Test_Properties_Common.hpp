@@ -1,5 +1,10 @@
-// Randomized property tests of softmax and the fused layers, written once for every backend: include after a
-// backends/Test_<Backend>.hpp that defines TestExecSpace and TestCategory.
+#ifndef SOFTFUSE_TEST_PROPERTIES_COMMON_HPP
+#define SOFTFUSE_TEST_PROPERTIES_COMMON_HPP
+
+// What the randomized property tests of softmax and the fused layers share (Test_SoftmaxProperties.hpp,
+// Test_LinearGeluSoftmaxProperties.hpp, Test_LinearBatchNormSoftmaxProperties.hpp; one file each so that their
+// instantiations compile in parallel): include after a backends/Test_<Backend>.hpp that defines TestExecSpace and
+// TestCategory.
 //
 // Each test draws cases until its time budget is spent (and at least kMinCases): shapes of 1, 2, primes
 // around powers of two or anything up to a few hundred thousand elements (0 now and then); layouts
@@ -240,15 +245,6 @@ void softmax_case(Rng& g, std::string& what) {
   }
 }
 
-TEST_F(TestCategory, properties_softmax) {
-  run_properties("properties_softmax", [](Rng& g, std::string& what) {
-    if (coin(g))
-      softmax_case<float>(g, what);
-    else
-      softmax_case<double>(g, what);
-  });
-}
-
 // ---- fused layers ------------------------------------------------------------------------------------------
 
 /// A random Linear layer (batch >= min_batch) whose logits are of a magnitude from 1e-30 to 10^max_exp (or of
@@ -336,78 +332,6 @@ inline softfuse::Implementation pick_implementation(Rng& g, std::string& what) {
 
 using Shape = std::pair<std::size_t, std::size_t>;
 
-struct GeluLayer {
-  template <class T, class Layout>
-  static void run(Rng& g, std::string& what, Shape shape = {0, 0}) {
-    const Linear<T> lin = random_linear<T>(g, 0, 30, what, shape);
-    const auto gelu     = coin(g) ? softfuse::Gelu::exact : softfuse::Gelu::tanh;
-    what += std::string(gelu == softfuse::Gelu::exact ? ", exact " : ", tanh ") + layout_name<Layout>();
-    const auto impl = pick_implementation(g, what);
-    const LayerViews<T, Layout> v(g, lin, what);
-    SCOPED_TRACE(what);
-    TestExecSpace space;
-    softfuse::linear_gelu_softmax(space, v.x.view(), v.w.view(), TestLinearLayers::device_vector(lin.b), v.y.view(),
-                                  gelu, impl);
-    space.fence();
-    std::vector<double> ref, tol;
-    TestLinearLayers::gelu_reference(lin, gelu == softfuse::Gelu::exact, ref, tol);
-    expect_layer_output(v.result(what), ref, tol, lin.batch, lin.out, what);
-  }
-};
-
-struct BatchNormLayer {
-  template <class T, class Layout>
-  static void run(Rng& g, std::string& what, Shape shape = {0, 0}) {
-    const bool training = coin(g);
-    const auto mode     = training ? BatchNormMode::training : BatchNormMode::inference;
-    // float logits up to 1e17: the running variance (their square) must stay within float's range.
-    BatchNormCase<T> c(random_linear<T>(g, training ? 2 : 0, sizeof(T) == 4 ? 17 : 30, what, shape), coin(g), g());
-    const Linear<T>& lin = c.lin;
-    if (!training && coin(g)) set_running_statistics(g, c);  // near the logits' own (else far off them)
-    const bool workspace = coin(g);
-    what += std::string(training ? ", training " : ", inference ") + (c.scale.size() == 1 ? "scalar" : "vector") +
-            "-scale " + (workspace ? "workspace " : "") + layout_name<Layout>();
-    const auto impl = pick_implementation(g, what);
-    const LayerViews<T, Layout> v(g, lin, what);
-    SCOPED_TRACE(what);
-    using Vector = Kokkos::View<T*, typename TestExecSpace::memory_space>;
-    using TestLinearLayers::device_vector;
-    softfuse::BatchNorm<Vector> bn{device_vector(c.gamma), device_vector(c.beta), device_vector(c.running_mean),
-                                   device_vector(c.running_var), mode};
-    if (workspace) bn.workspace = Vector("workspace", 3 * lin.out + below(g, 5));
-    TestExecSpace space;
-    softfuse::linear_batchnorm_softmax(space, v.x.view(), v.w.view(), device_vector(lin.b), bn, device_vector(c.scale),
-                                       v.y.view(), impl);
-    space.fence();
-    BatchNormReference<T> reference(c);
-    std::vector<double> ref, tol;
-    reference.step(c, mode, bn.eps, bn.momentum, ref, tol);
-    expect_layer_output(v.result(what), ref, tol, lin.batch, lin.out, what);
-    reference.expect_running(c, mode, TestLinearLayers::host_values(bn.running_mean),
-                             TestLinearLayers::host_values(bn.running_var), what, false);
-  }
-
-  // Running statistics near the batch's own: each feature's mean and variance over the finite logits, the
-  // variance scaled by 0.5 to 2.
-  template <class T>
-  static void set_running_statistics(Rng& g, BatchNormCase<T>& c) {
-    const std::size_t batch = c.lin.batch, out = c.lin.out;
-    std::vector<double> z, e;
-    c.lin.reference(z, e);
-    for (std::size_t j = 0; j < out; ++j) {
-      double n = 0, sum = 0, sq = 0;
-      for (std::size_t i = 0; i < batch; ++i)
-        if (std::isfinite(z[i * out + j])) n += 1, sum += z[i * out + j];
-      if (n == 0) continue;
-      const double mean = sum / n;
-      for (std::size_t i = 0; i < batch; ++i)
-        if (std::isfinite(z[i * out + j])) sq += (z[i * out + j] - mean) * (z[i * out + j] - mean);
-      c.running_mean[j] = static_cast<T>(mean);
-      c.running_var[j]  = static_cast<T>(sq / n * uniform(g, 0.5, 2));
-    }
-  }
-};
-
 /// One case of Layer on random float or double Views of a random layout (of the given batch x out, if any).
 template <class Layer>
 void layer_case(Rng& g, std::string& what, Shape shape = {0, 0}) {
@@ -492,53 +416,17 @@ Shape regime_shape(Rng& g, bool cache, std::size_t max_elements, std::string& wh
   return {rows, cols};
 }
 
-TEST_F(TestCategory, properties_softmax_regimes) {
-  run_properties("properties_softmax_regimes", [](Rng& g, std::string& what) {
-    const bool single = coin(g);
-    std::string regime;
-    const Shape s = single ? regime_shape<float>(g, softfuse::Impl::row_cache_pays<TestExecSpace>(), 1 << 21, regime)
-                           : regime_shape<double>(g, softfuse::Impl::row_cache_pays<TestExecSpace>(), 1 << 21, regime);
-    what =
-        std::string(single ? "float " : "double ") + std::to_string(s.first) + "x" + std::to_string(s.second) + regime;
-    switch (below(g, 3)) {
-      case 0:
-        single ? softmax_case<float, Kokkos::LayoutRight>(g, s.first, s.second, what)
-               : softmax_case<double, Kokkos::LayoutRight>(g, s.first, s.second, what);
-        break;
-      case 1:
-        single ? softmax_case<float, Kokkos::LayoutLeft>(g, s.first, s.second, what)
-               : softmax_case<double, Kokkos::LayoutLeft>(g, s.first, s.second, what);
-        break;
-      default:
-        single ? softmax_case<float, Kokkos::LayoutStride>(g, s.first, s.second, what)
-               : softmax_case<double, Kokkos::LayoutStride>(g, s.first, s.second, what);
-        break;
-    }
-  });
-}
-
 /// The fused layers' row pass holds rows in team scratch wherever they fit: their switch points are those of
 /// cached rows (float's; double's fall at half the columns, also drawn now and then).
-TEST_F(TestCategory, properties_layer_regimes) {
-  run_properties("properties_layer_regimes", [](Rng& g, std::string& what) {
-    std::string regime;
-    const Shape s =
-        coin(g) ? regime_shape<float>(g, true, 1 << 19, regime) : regime_shape<double>(g, true, 1 << 19, regime);
-    if (coin(g))
-      layer_case<GeluLayer>(g, what, s);
-    else
-      layer_case<BatchNormLayer>(g, what, s);
-    what += regime;
-  });
-}
-
-TEST_F(TestCategory, properties_linear_gelu_softmax) {
-  run_properties("properties_linear_gelu_softmax", [](Rng& g, std::string& what) { layer_case<GeluLayer>(g, what); });
-}
-
-TEST_F(TestCategory, properties_linear_batchnorm_softmax) {
-  run_properties("properties_linear_batchnorm_softmax",
-                 [](Rng& g, std::string& what) { layer_case<BatchNormLayer>(g, what); });
+template <class Layer>
+void layer_regime_case(Rng& g, std::string& what) {
+  std::string regime;
+  const Shape s =
+      coin(g) ? regime_shape<float>(g, true, 1 << 19, regime) : regime_shape<double>(g, true, 1 << 19, regime);
+  layer_case<Layer>(g, what, s);
+  what += regime;
 }
 
 }  // namespace TestProperties
+
+#endif

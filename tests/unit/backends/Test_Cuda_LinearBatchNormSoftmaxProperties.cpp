@@ -1,0 +1,2 @@
+#include "Test_Cuda.hpp"
+#include "Test_LinearBatchNormSoftmaxProperties.hpp"

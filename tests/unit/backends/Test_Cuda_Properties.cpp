@@ -1,2 +1,0 @@
-#include "Test_Cuda.hpp"
-#include "Test_Properties.hpp"

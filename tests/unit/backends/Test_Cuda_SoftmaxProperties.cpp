@@ -1,0 +1,2 @@
+#include "Test_Cuda.hpp"
+#include "Test_SoftmaxProperties.hpp"

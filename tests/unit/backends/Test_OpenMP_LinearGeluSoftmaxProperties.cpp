@@ -1,0 +1,2 @@
+#include "Test_OpenMP.hpp"
+#include "Test_LinearGeluSoftmaxProperties.hpp"

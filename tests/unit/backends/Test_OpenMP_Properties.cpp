@@ -1,2 +1,0 @@
-#include "Test_OpenMP.hpp"
-#include "Test_Properties.hpp"

@@ -1,0 +1,2 @@
+#include "Test_Serial.hpp"
+#include "Test_LinearGeluSoftmaxProperties.hpp"

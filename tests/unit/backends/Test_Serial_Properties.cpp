@@ -1,2 +1,0 @@
-#include "Test_Serial.hpp"
-#include "Test_Properties.hpp"
