@@ -9,6 +9,7 @@
 #include <softfuse_linear_gelu_softmax.hpp>
 
 #include "Test_LinearLayers_Common.hpp"
+#include "Test_RollingRows.hpp"
 
 namespace TestLinearLayers {
 
@@ -69,11 +70,8 @@ TEST_F(TestCategory, linear_gelu_softmax_exact_differs_from_tanh) {
 TEST_F(TestCategory, linear_gelu_softmax_rolling_rows_portable) {
   using namespace softfuse::Impl;
   const TestExecSpace space;
-  const std::size_t scratch_max = Kokkos::TeamPolicy<TestExecSpace>(space, 1, 1).scratch_size_max(0);
-  if (is_host_space<TestExecSpace>() || scratch_max <= 120 * 1024)
-    GTEST_SKIP() << TestExecSpace::name() << " offers " << scratch_max << " bytes of team scratch";
-  const std::size_t batch = static_cast<std::size_t>(space.concurrency() / (2 * kGpuRowThreads) + 3);
-  const std::size_t out   = scratch_max / sizeof(float) * 3 / 4;
+  const auto [batch, out] = ::Test::rolling_rows_shape<float>(space);
+  if (batch == 0) GTEST_SKIP() << "no rolling team rows on " << TestExecSpace::name();
   ASSERT_GT(plan_rows(space, batch, out, sizeof(float), true,
                       [](std::int64_t n) { return row_cache_t<TestExecSpace, float>::shmem_size(n); })
                 .rolling,

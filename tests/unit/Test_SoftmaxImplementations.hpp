@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "Test_RollingRows.hpp"
 #include "Test_Softmax_Common.hpp"
 
 namespace Test {
@@ -147,14 +148,10 @@ TEST_F(TestCategory, softmax_team_widths_portable) {
 TEST_F(TestCategory, softmax_rolling_team_rows_portable) {
   using namespace softfuse::Impl;
   const TestExecSpace space;
-  const std::size_t scratch_max = Kokkos::TeamPolicy<TestExecSpace>(space, 1, 1).scratch_size_max(0);
-  if (is_host_space<TestExecSpace>() || scratch_max <= 120 * 1024)
-    GTEST_SKIP() << TestExecSpace::name() << " offers " << scratch_max << " bytes of team scratch";
-  const auto bytes = [](std::int64_t n) { return row_cache_t<TestExecSpace, float>::shmem_size(n); };
-  // rows enough for the team regime (twice the device's threads in teams of 256), not a multiple of the teams
-  const std::size_t rows = static_cast<std::size_t>(space.concurrency() / (2 * kGpuRowThreads) + 3);
-  const std::size_t cols = static_cast<std::size_t>(scratch_max / sizeof(float)) * 3 / 4;  // a row: 3/4 of scratch
-  const RowPlan plan     = plan_rows(space, rows, cols, sizeof(float), true, bytes);
+  const auto [rows, cols] = rolling_rows_shape<float>(space);
+  if (rows == 0) GTEST_SKIP() << "no rolling team rows on " << TestExecSpace::name();
+  const auto bytes   = [](std::int64_t n) { return row_cache_t<TestExecSpace, float>::shmem_size(n); };
+  const RowPlan plan = plan_rows(space, rows, cols, sizeof(float), true, bytes);
   ASSERT_EQ(int(plan.regime), int(RowRegime::team));
   ASSERT_GT(plan.rolling, 0) << rows << "x" << cols;
   const auto portable = softfuse::Implementation::portable;
