@@ -190,6 +190,7 @@ struct StagedRowsFunctor {
 /// copy against 77.2 / 77.9 % without, docs/portable_path.md).
 template <class ExecSpace, class XView, class YView, class Op, int Lanes = 0, bool Rolling = false>
 struct TeamRowFunctor {
+  static_assert(!Rolling || Lanes > 0, "rolling team rows take teams of a compile-time size");
   using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using T           = typename YView::non_const_value_type;
 
@@ -228,11 +229,12 @@ bool launch_rolling_team_rows(const ExecSpace& space, const XView& x, const YVie
                               const char* label) {
   using T           = typename YView::non_const_value_type;
   using policy_type = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<Lanes, 1>>;
+  if (plan.team_size != Lanes) return false;
   const TeamRowFunctor<ExecSpace, XView, YView, Op, Lanes, true> functor{x, y, op, 0};
   const std::size_t bytes = row_cache_t<ExecSpace, T>::shmem_size(y.extent(1));
   policy_type probe(space, 1, 1);
   probe.set_scratch_size(0, Kokkos::PerTeam(bytes));
-  if (plan.team_size != Lanes || probe.team_size_max(functor, Kokkos::ParallelForTag()) < Lanes) return false;
+  if (probe.team_size_max(functor, Kokkos::ParallelForTag()) < Lanes) return false;
   policy_type policy(space, static_cast<int>(std::min<std::int64_t>(plan.rolling, y.extent(0))), Lanes);
   policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for(label, policy, functor);
