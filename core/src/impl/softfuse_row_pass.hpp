@@ -117,23 +117,60 @@ KOKKOS_INLINE_FUNCTION void load_block_padded(const XRow& x_row, const Op& op, c
   }
 }
 
+/// What a worker carries from one row to the next of the same length and op: nothing, or (RowAhead, one lane per
+/// thread) its first block of the next row, loaded with the current row's last block so that the load is in flight
+/// while the team joins the current row's statistics (rolling team rows).
+struct NoRowAhead {
+  template <class T, int B>
+  KOKKOS_INLINE_FUNCTION bool take(T (&)[B]) {
+    return false;
+  }
+  template <class T, int B, class Blocks, class Op>
+  KOKKOS_INLINE_FUNCTION void load(const Blocks&, const std::int64_t, const Op&) {}
+};
+
+template <class XView, class T, int B>
+struct RowAhead {
+  XView x;
+  std::int64_t next = -1;  // the row to load ahead from, none where < 0
+  bool loaded       = false;
+  T v[B];
+
+  template <class, int>
+  KOKKOS_INLINE_FUNCTION bool take(T (&a)[B]) {
+    if (!loaded) return false;
+    for (int l = 0; l < B; ++l) a[l] = v[l];
+    loaded = false;
+    return true;
+  }
+  template <class, int, class Blocks, class Op>
+  KOKKOS_INLINE_FUNCTION void load(const Blocks& blocks, const std::int64_t lane, const Op& op) {
+    const std::int64_t j0 = blocks.begin(lane);
+    if (next < 0 || j0 >= blocks.n) return;
+    load_block_padded<T, B>(Kokkos::subview(x, next, Kokkos::ALL), op, j0, blocks.spacing(), blocks.length(j0), v);
+    loaded = true;
+  }
+};
+
 /// A worker's interleaved blocks of x_row (GPUs), lane `lane` of `blocks`: each loaded padded with -inf and handed to
 /// add(j0, len, v). Pipelined: the worker loads its next block before add runs on the current one, so its loads stay
-/// in flight while it computes (twice the registers for values).
-template <class T, int B, bool Pipelined, int Lanes, class XRow, class Op, class Add>
+/// in flight while it computes (twice the registers for values). `ahead`: the first block may have been loaded
+/// already, and the next row's is loaded with the last.
+template <class T, int B, bool Pipelined, int Lanes, class XRow, class Op, class Add, class Ahead = NoRowAhead>
 KOKKOS_INLINE_FUNCTION void for_lane_blocks(const RowBlocks<B, true, Lanes>& blocks, const std::int64_t lane,
-                                            const XRow& x_row, const Op& op, const Add& add) {
+                                            const XRow& x_row, const Op& op, const Add& add, Ahead&& ahead = Ahead()) {
   const std::int64_t n = x_row.extent(0), dj = blocks.spacing();
   std::int64_t j0 = blocks.begin(lane);
   if (j0 >= n) return;
   int len = blocks.length(j0);
   T a[B], b[B];  // the current block and the next, their roles swapped each step (no copy between them)
-  load_block_padded<T, B>(x_row, op, j0, dj, len, a);
+  if (!ahead.template take<T, B>(a)) load_block_padded<T, B>(x_row, op, j0, dj, len, a);
   // one block: loads the next into `next` (ahead of add where Pipelined), adds `cur`; false after the last
   const auto step = [&](const T(&cur)[B], T(&next)[B]) {
     const std::int64_t j1 = j0 + blocks.step();
     const int next_len    = j1 < n ? blocks.length(j1) : 0;
     if (Pipelined && next_len > 0) load_block_padded<T, B>(x_row, op, j1, dj, next_len, next);
+    if (next_len == 0) ahead.template load<T, B>(blocks, lane, op);
     add(j0, len, cur);
     if (next_len == 0) return false;
     if (!Pipelined) load_block_padded<T, B>(x_row, op, j1, dj, next_len, next);
@@ -287,10 +324,12 @@ struct HeldRowFlush {
 /// The statistics of a held row, every worker getting the row's, and its own shift in `shift` (for held_row_write).
 /// Pipelined: a worker loads its next block before it computes the current one. `flush`: what becomes of the
 /// cache entries of each block before the row's take their place (HeldRowFlush: the previous row of the same
-/// length, held by the same workers, written out).
-template <class T, int B, bool Pipelined, class Workers, class XRow, class Cache, class Op, class Flush = NoHeldFlush>
+/// length, held by the same workers, written out). `ahead`: see for_lane_blocks.
+template <class T, int B, bool Pipelined, class Workers, class XRow, class Cache, class Op, class Flush = NoHeldFlush,
+          class Ahead = NoRowAhead>
 KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
-                                                  const Op& op, T& shift, const Flush& flush = Flush()) {
+                                                  const Op& op, T& shift, const Flush& flush = Flush(),
+                                                  Ahead&& ahead = Ahead()) {
   const std::int64_t n = x_row.extent(0);
   const RowBlocks<B, true, Workers::fixed_count> blocks(n, workers.count());
   const std::int64_t dj = blocks.spacing();
@@ -330,7 +369,7 @@ KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const 
   Kokkos::parallel_for(workers.range(blocks.lanes()), [&](const std::int64_t lane) {
     for_lane_blocks<T, B, Pipelined, Workers::fixed_count>(
         blocks, lane, x_row, op,
-        [&](const std::int64_t j0, const int len, const T(&v)[B]) { add_block(lane, j0, len, v); });
+        [&](const std::int64_t j0, const int len, const T(&v)[B]) { add_block(lane, j0, len, v); }, ahead);
   });
   shift = s;
   return join_workers(workers, RowStats<T>{max, s == max ? sum : sum * static_cast<double>(row_exp(s - max))});

@@ -187,7 +187,8 @@ struct StagedRowsFunctor {
 /// same cache entries (HeldRowFlush: each worker its own entries, so no barrier), so that a multiprocessor's stores of
 /// one row are in flight with the loads of the next, where one team per row leaves the multiprocessor's memory
 /// traffic to its one team's phases. The statistics pass loads a block ahead (H200, 8192 x 32768: 78.4 / 78.4 % of
-/// copy against 77.2 / 77.9 % without, docs/portable_path.md).
+/// copy against 77.2 / 77.9 % without, docs/portable_path.md), and each worker's first block of the next row with the
+/// last of the current one (RowAhead), so that the load is in flight across the join.
 template <class ExecSpace, class XView, class YView, class Op, int Lanes = 0, bool Rolling = false>
 struct TeamRowFunctor {
   static_assert(!Rolling || Lanes > 0, "rolling team rows take teams of a compile-time size");
@@ -208,12 +209,15 @@ struct TeamRowFunctor {
     std::int64_t i   = first_row + team.league_rank();
     if constexpr (Rolling) {
       const std::int64_t rows = y.extent(0), stride = team.league_size();
+      const auto after        = [&](const std::int64_t r) { return r + stride < rows ? r + stride : -1; };
+      RowAhead<XView, T, B> ahead{x, after(i)};
       T shift           = 0;
-      RowStats<T> stats = held_row_stats<T, B, true>(workers, x_row(i), cache, op, shift);
+      RowStats<T> stats = held_row_stats<T, B, true>(workers, x_row(i), cache, op, shift, NoHeldFlush(), ahead);
       for (; i + stride < rows; i += stride) {
         const HeldRowFlush<decltype(y_row(i)), T> flush{y_row(i),
                                                         held_row_factor(shift, stats.max, stats.inverse_sum())};
-        stats = held_row_stats<T, B, true>(workers, x_row(i + stride), cache, op, shift, flush);
+        ahead.next = after(i + stride);
+        stats      = held_row_stats<T, B, true>(workers, x_row(i + stride), cache, op, shift, flush, ahead);
       }
       held_row_write<T, B>(workers, y_row(i), cache, shift, stats.max, stats.inverse_sum());
     } else {
