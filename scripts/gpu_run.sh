@@ -35,8 +35,8 @@
 # fp32 layers through the public API (examples/softfuse) at full clocks (fp32_layers_api.json), the CLI's
 # CUDA-vs-OpenMP cross-check, the layers' Google Benchmark against the GEMM they call (bench_fused.json in
 # results.json) and the reference framework's fp32 side again (fp32_gemm_torch.json).
-# portable builds only the CUDA unit tests and the portable path's benchmarks, runs the unit tests on CUDA, the
-# plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
+# portable builds only the CUDA unit tests, the CLI and the portable path's benchmarks, runs the unit tests on CUDA, the
+# CLI's CUDA-vs-OpenMP cross-check of each implementation, the plan sweep (perf/bench/portable_plans_bench.cpp: every candidate plan of the 14 shapes, portable_plans.json)
 # the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
 # kernels-profile builds the softmax kernels' project alone with -lineinfo, runs their full checks, then profiles the default
 # plan's kernel of each of SOFTFUSE_PROFILE_SHAPES with Nsight Compute's full set (ncu_SHAPE.txt).
@@ -359,11 +359,18 @@ fi
 
 stage configure cmake -S . -B "$build" -G Ninja -C "$deps" -DCMAKE_BUILD_TYPE=Release ${SOFTFUSE_CMAKE_ARGS:-}
 if [ "$what" = portable ]; then
-  stage build cmake --build "$build" -j "$jobs" --target softfuse_unit_cuda softfuse_bench_softmax \
+  # a skipped unit_cuda stage leaves its target unbuilt (the longest build of all)
+  unit_target=softfuse_unit_cuda
+  [[ " ${SOFTFUSE_SKIP_STAGES:-} " != *" unit_cuda "* ]] || unit_target=
+  stage build cmake --build "$build" -j "$jobs" --target $unit_target softfuse_cli softfuse_bench_softmax \
     softfuse_bench_portable_plans
   [ $status -eq 0 ] || finish
   stage unit_cuda "$build/tests/softfuse_unit_cuda" ${SOFTFUSE_GTEST_ARGS:-}
   grep -E "^\[  (PASSED|FAILED) |tests ran" "$logs/unit_cuda.log" | tee -a "$OUT/summary.txt"
+  for impl in portable specialized; do
+    stage "cross_check_$impl" "$build/examples/softfuse" all --size 0.25 --implementation $impl --cross-check
+    grep -iE "cross-check|differ" "$logs/cross_check_$impl.log" | tail -n 4 | tee -a "$OUT/summary.txt"
+  done
   stage portable_plans "$build/perf/softfuse_bench_portable_plans" ${SOFTFUSE_PLAN_SHAPES:+--shapes=$SOFTFUSE_PLAN_SHAPES} \
     --json="$logs/plans.json"
   plans_json "$logs/plans.json" >"$OUT/portable_plans.json"
