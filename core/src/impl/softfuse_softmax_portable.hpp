@@ -209,7 +209,7 @@ struct TeamRowFunctor {
     std::int64_t i   = first_row + team.league_rank();
     if constexpr (Rolling) {
       const std::int64_t rows = y.extent(0), stride = team.league_size();
-      const auto after        = [&](const std::int64_t r) { return r + stride < rows ? r + stride : -1; };
+      const auto after = [&](const std::int64_t r) { return r + stride < rows ? r + stride : -1; };
       RowAhead<XView, T, B> ahead{x, after(i)};
       T shift           = 0;
       RowStats<T> stats = held_row_stats<T, B, true>(workers, x_row(i), cache, op, shift, NoHeldFlush(), ahead);
