@@ -120,12 +120,10 @@ KOKKOS_INLINE_FUNCTION void load_block_padded(const XRow& x_row, const Op& op, c
 /// What a worker carries from one row to the next of the same length and op: nothing, or (RowAhead, one lane per
 /// thread) its first block of the next row, loaded with the current row's last block so that the load is in flight
 /// while the team joins the current row's statistics (rolling team rows).
+template <class T, int B>
 struct NoRowAhead {
-  template <class T, int B>
-  KOKKOS_INLINE_FUNCTION bool take(T (&)[B]) {
-    return false;
-  }
-  template <class T, int B, class Blocks, class Op>
+  KOKKOS_INLINE_FUNCTION bool take(T (&)[B]) { return false; }
+  template <class Blocks, class Op>
   KOKKOS_INLINE_FUNCTION void load(const Blocks&, const std::int64_t, const Op&) {}
 };
 
@@ -136,14 +134,13 @@ struct RowAhead {
   bool loaded       = false;
   T v[B];
 
-  template <class, int>
   KOKKOS_INLINE_FUNCTION bool take(T (&a)[B]) {
     if (!loaded) return false;
     for (int l = 0; l < B; ++l) a[l] = v[l];
     loaded = false;
     return true;
   }
-  template <class, int, class Blocks, class Op>
+  template <class Blocks, class Op>
   KOKKOS_INLINE_FUNCTION void load(const Blocks& blocks, const std::int64_t lane, const Op& op) {
     const std::int64_t j0 = blocks.begin(lane);
     if (next < 0 || j0 >= blocks.n) return;
@@ -156,7 +153,7 @@ struct RowAhead {
 /// add(j0, len, v). Pipelined: the worker loads its next block before add runs on the current one, so its loads stay
 /// in flight while it computes (twice the registers for values). `ahead`: the first block may have been loaded
 /// already, and the next row's is loaded with the last.
-template <class T, int B, bool Pipelined, int Lanes, class XRow, class Op, class Add, class Ahead = NoRowAhead>
+template <class T, int B, bool Pipelined, int Lanes, class XRow, class Op, class Add, class Ahead = NoRowAhead<T, B>>
 KOKKOS_INLINE_FUNCTION void for_lane_blocks(const RowBlocks<B, true, Lanes>& blocks, const std::int64_t lane,
                                             const XRow& x_row, const Op& op, const Add& add, Ahead&& ahead = Ahead()) {
   const std::int64_t n = x_row.extent(0), dj = blocks.spacing();
@@ -164,13 +161,13 @@ KOKKOS_INLINE_FUNCTION void for_lane_blocks(const RowBlocks<B, true, Lanes>& blo
   if (j0 >= n) return;
   int len = blocks.length(j0);
   T a[B], b[B];  // the current block and the next, their roles swapped each step (no copy between them)
-  if (!ahead.template take<T, B>(a)) load_block_padded<T, B>(x_row, op, j0, dj, len, a);
+  if (!ahead.take(a)) load_block_padded<T, B>(x_row, op, j0, dj, len, a);
   // one block: loads the next into `next` (ahead of add where Pipelined), adds `cur`; false after the last
   const auto step = [&](const T(&cur)[B], T(&next)[B]) {
     const std::int64_t j1 = j0 + blocks.step();
     const int next_len    = j1 < n ? blocks.length(j1) : 0;
     if (Pipelined && next_len > 0) load_block_padded<T, B>(x_row, op, j1, dj, next_len, next);
-    if (next_len == 0) ahead.template load<T, B>(blocks, lane, op);
+    if (next_len == 0) ahead.load(blocks, lane, op);
     add(j0, len, cur);
     if (next_len == 0) return false;
     if (!Pipelined) load_block_padded<T, B>(x_row, op, j1, dj, next_len, next);
@@ -326,7 +323,7 @@ struct HeldRowFlush {
 /// cache entries of each block before the row's take their place (HeldRowFlush: the previous row of the same
 /// length, held by the same workers, written out). `ahead`: see for_lane_blocks.
 template <class T, int B, bool Pipelined, class Workers, class XRow, class Cache, class Op, class Flush = NoHeldFlush,
-          class Ahead = NoRowAhead>
+          class Ahead = NoRowAhead<T, B>>
 KOKKOS_INLINE_FUNCTION RowStats<T> held_row_stats(const Workers& workers, const XRow& x_row, const Cache& cache,
                                                   const Op& op, T& shift, const Flush& flush = Flush(),
                                                   Ahead&& ahead = Ahead()) {
