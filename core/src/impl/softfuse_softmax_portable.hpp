@@ -187,8 +187,8 @@ struct StagedRowsFunctor {
 /// same cache entries (HeldRowFlush: each worker its own entries, so no barrier), so that a multiprocessor's stores of
 /// one row are in flight with the loads of the next, where one team per row leaves the multiprocessor's memory
 /// traffic to its one team's phases. The statistics pass loads a block ahead (H200, 8192 x 32768: 78.4 / 78.4 % of
-/// copy against 77.2 / 77.9 % without, docs/portable_path.md), and each worker's first block of the next row with the
-/// last of the current one (RowAhead), so that the load is in flight across the join.
+/// copy against 77.2 / 77.9 % without, docs/portable_path.md), and each worker loads its first block of the next row
+/// with its last block of the current one (RowAhead), so that the load is in flight across the join.
 template <class ExecSpace, class XView, class YView, class Op, int Lanes = 0, bool Rolling = false>
 struct TeamRowFunctor {
   static_assert(!Rolling || Lanes > 0, "rolling team rows take teams of a compile-time size");
