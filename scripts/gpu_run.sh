@@ -37,7 +37,8 @@
 # results.json) and the reference framework's fp32 side again (fp32_gemm_torch.json).
 # portable builds only the CUDA unit tests, the CLI and the portable path's benchmarks, runs the unit tests on CUDA,
 # the CLI's CUDA-vs-OpenMP cross-check of each implementation, the plan sweep (perf/bench/portable_plans_bench.cpp:
-# every candidate plan of the 14 shapes, portable_plans.json), the softmax benchmark (copy, portable, specialized) and the reference framework's softmax on the same shapes.
+# every candidate plan of the 14 shapes, portable_plans.json), the softmax benchmark (copy, portable, specialized)
+# and the reference framework's softmax on the same shapes.
 # kernels-profile builds the softmax kernels' project alone with -lineinfo, runs their full checks, then profiles the default
 # plan's kernel of each of SOFTFUSE_PROFILE_SHAPES with Nsight Compute's full set (ncu_SHAPE.txt).
 # SOFTFUSE_PLAN_SHAPES limits portable's plan sweep to those shapes (e.g. 4096x393216,8192x32768).
